@@ -1,0 +1,164 @@
+"""The one layer every collective of every method goes through: timed and byte-counted.
+
+Each call records, for this rank: iteration, level (`intra`, `inter`, `flat`), op (`allreduce`,
+`broadcast`, `allgather`, `mask_sync`), payload bytes, seconds (synchronised on CUDA), and the
+estimated bytes it put on inter- and intra-node links (`prunex.comm.volume`). Methods never call
+`torch.distributed` collectives directly, so the volume accounting is complete; DDP's own
+collectives are recorded by its communication hook through `record_future`.
+
+Only collectives that exist on both NCCL and gloo are used: SUM, MAX and AVG reductions (AVG is
+done as SUM then divide, because gloo has no AVG), broadcast and all_gather.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.distributed as dist
+
+from prunex.comm.volume import group_members, wire_bytes
+from prunex.config import LinkConfig
+from prunex.topology import Groups, Topology
+
+
+@dataclass
+class CommRecord:
+    iteration: int
+    rank: int
+    node: int
+    level: str
+    op: str
+    bytes: int
+    seconds: float
+    inter_bytes: float
+    intra_bytes: float
+
+
+class AlphaBetaLink:
+    """Emulates slow inter-node links where real shaping is impossible (no root, not Linux).
+
+    After a collective that crosses node boundaries, every member waits
+    steps * alpha + (bytes the busiest crossing link carries) / beta, the ring cost of the
+    collective on links of latency alpha and bandwidth beta (Hockney's model). Intra-node
+    collectives are not delayed.
+    """
+
+    def __init__(self, cfg: LinkConfig) -> None:
+        self.alpha = cfg.alpha_s
+        self.beta = cfg.bandwidth_gbit * 1e9 / 8  # bytes per second
+
+    def delay(self, topo: Topology, level: str, op: str, nbytes: int, root: int) -> float:
+        members = group_members(topo, level)
+        crossing = max(wire_bytes(topo, level, op, nbytes, root, rank=m)[0] for m in members)
+        if crossing == 0:
+            return 0.0
+        g = len(members)
+        steps = 2 * (g - 1) if op in ("allreduce", "mask_sync") else g - 1
+        return steps * self.alpha + crossing / self.beta
+
+
+class Comm:
+    """Instrumented collectives over the intra, inter and flat groups of one rank.
+
+    Args:
+        topo: this rank's topology.
+        groups: its process groups.
+        device: where its tensors live (timing synchronises CUDA).
+        link: link model; `alpha-beta` adds modelled delays to inter-node collectives.
+    """
+
+    def __init__(self, topo: Topology, groups: Groups, device: torch.device, link: LinkConfig | None = None):
+        self.topo, self.groups, self.device = topo, groups, device
+        self.link_model = (link or LinkConfig()).model
+        self._alpha_beta = AlphaBetaLink(link) if link is not None and link.model == "alpha-beta" else None
+        self.iteration = 0
+        self.records: list[CommRecord] = []
+        self.job_inter_bytes = 0.0  # all members' inter-node bytes of the calls this rank joined
+
+    # -- bookkeeping ------------------------------------------------------------------------------
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def record(self, level: str, op: str, nbytes: int, seconds: float, root: int = 0) -> CommRecord:
+        """Record one collective (used directly by asynchronous paths such as DDP's hook)."""
+        inter, intra = wire_bytes(self.topo, level, op, nbytes, root)
+        rec = CommRecord(
+            self.iteration, self.topo.rank, self.topo.node, level, op, int(nbytes), seconds, inter, intra
+        )
+        self.records.append(rec)
+        if self.topo.rank == min(group_members(self.topo, level)):
+            self.job_inter_bytes += sum(
+                wire_bytes(self.topo, level, op, nbytes, root, rank=m)[0] for m in group_members(self.topo, level)
+            )
+        return rec
+
+    @contextmanager
+    def _timed(self, level: str, op: str, nbytes: int, root: int = 0) -> Iterator[None]:
+        self._sync()
+        t0 = time.perf_counter()
+        yield
+        self._sync()
+        if self._alpha_beta is not None:
+            time.sleep(self._alpha_beta.delay(self.topo, level, op, nbytes, root))
+        self.record(level, op, nbytes, time.perf_counter() - t0, root)
+
+    def record_future(self, fut: torch.futures.Future, level: str, op: str, nbytes: int) -> torch.futures.Future:
+        """Record an asynchronous collective when its future completes (seconds from launch)."""
+        t0 = time.perf_counter()
+        iteration = self.iteration
+
+        def done(f: torch.futures.Future) -> torch.Tensor:
+            saved, self.iteration = self.iteration, iteration
+            self.record(level, op, nbytes, time.perf_counter() - t0)
+            self.iteration = saved
+            return f.value()[0] if isinstance(f.value(), list) else f.value()
+
+        return fut.then(done)
+
+    def drain(self) -> list[dict]:
+        """Hand over (and forget) the records made so far, as dicts."""
+        out = [asdict(r) for r in self.records]
+        self.records.clear()
+        return out
+
+    # -- collectives ------------------------------------------------------------------------------
+    def all_reduce(self, t: torch.Tensor, level: str, op: str = "sum", *, tag: str = "allreduce") -> torch.Tensor:
+        """In-place AllReduce of `t` over the `level` group. op: "sum", "avg" or "max"."""
+        group = self.groups.get(level)
+        reduce_op = {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX}[op]
+        with self._timed(level, tag, t.numel() * t.element_size()):
+            dist.all_reduce(t, op=reduce_op, group=group)
+        if op == "avg":
+            t.div_(dist.get_world_size(group))
+        return t
+
+    def broadcast(self, t: torch.Tensor, level: str, src: int | None = None) -> torch.Tensor:
+        """In-place Broadcast from global rank `src` (default: the group's lowest rank, i.e. the
+        node leader for `intra`)."""
+        group = self.groups.get(level)
+        src = min(group_members(self.topo, level)) if src is None else src
+        with self._timed(level, "broadcast", t.numel() * t.element_size(), root=src):
+            dist.broadcast(t, src=src, group=group)
+        return t
+
+    def all_gather(self, t: torch.Tensor, level: str) -> list[torch.Tensor]:
+        """AllGather of equally shaped tensors; returns one tensor per member, in rank order."""
+        group = self.groups.get(level)
+        out = [torch.empty_like(t) for _ in range(dist.get_world_size(group))]
+        with self._timed(level, "allgather", t.numel() * t.element_size()):
+            dist.all_gather(out, t, group=group)
+        return out
+
+    def mask_sync(self, masks: torch.Tensor, level: str = "inter") -> torch.Tensor:
+        """Union of the members' binary masks, eq. (14): an AllReduce of uint8 masks with MAX.
+
+        NCCL has no bitwise OR; on {0, 1} values MAX is the logical OR, on both backends.
+        """
+        if masks.dtype != torch.uint8:
+            raise TypeError(f"mask_sync takes uint8 masks, got {masks.dtype}")
+        return self.all_reduce(masks, level, "max", tag="mask_sync")

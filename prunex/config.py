@@ -1,0 +1,284 @@
+"""Run configuration: frozen dataclasses, validated before anything is launched.
+
+A `RunConfig` fully describes one training run: method, model, data, topology, the options of
+every method, and the link model. It is written as `config.json` beside the run's logs
+(`dataclasses.asdict`) and read back with `RunConfig.from_dict` (e.g. to check that a checkpoint
+belongs to the same configuration). Variants are made with `dataclasses.replace`.
+
+Every invalid value raises `ConfigError` with a one-line message; the launcher turns that into a
+clear error before any process is started.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+# Names that can become part of a directory or a Slurm job name: no path separators, no spaces,
+# no shell metacharacters, no leading dot (so "..", ".hidden" are refused).
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+=-]{0,127}$")
+
+METHOD_NAMES = ("ddp", "topk", "flat_admm", "hsadmm", "pactrain")
+DATASET_NAMES = ("cifar10", "digits")
+EXECUTOR_NAMES = ("debug", "local", "slurm")
+LINK_MODELS = ("none", "alpha-beta", "netns-tc")
+
+
+# Defaults that depend on the dataset. CIFAR-10: the paper's sec. 5.1.5 (batch 128 per GPU, SGD
+# lr 1e-3). digits has only 1,438 training images (2.8 batches of 128 per rank on 2 x 2), so its
+# defaults give a CPU run enough steps to learn: batch 32, lr 0.05. Explicit values always win,
+# and config.json records the resolved values.
+DATASET_DEFAULTS = {
+    "cifar10": {"epochs": 30, "batch_size": 128, "lr": 1e-3},
+    "digits": {"epochs": 5, "batch_size": 32, "lr": 0.05},
+}
+
+
+class ConfigError(ValueError):
+    """An invalid configuration value; its message is one line meant for the user."""
+
+
+def _check_keep(name: str, value: float) -> None:
+    if not (isinstance(value, (int, float)) and 0.0 < value <= 1.0 and math.isfinite(value)):
+        raise ConfigError(f"{name} must be in (0, 1], got {value!r}")
+
+
+def check_name(name: str, what: str = "run name") -> str:
+    """Refuse names that would escape the results directory or break shell/Slurm naming."""
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise ConfigError(
+            f"invalid {what} {name!r}: use letters, digits and . _ + = - only "
+            "(no spaces, slashes, '..' or shell metacharacters), starting with a letter or digit"
+        )
+    return name
+
+
+@dataclass(frozen=True, kw_only=True)
+class ADMMConfig:
+    """H-SADMM and flat consensus ADMM options (paper sec. 3, Alg. 1; defaults from sec. 5.1.5)."""
+
+    iterations: int = 60  # K_max, Alg. 1 line 2 ("up to 60 outer iterations")
+    local_epochs: int = 5  # E in eq. (8)
+    rho_intra: float = 1.5e-3  # initial rho_1 per layer
+    rho_inter: float = 1.5e-4  # initial rho_2 per layer
+    rho_max: float = 10.0  # cap of both penalties
+    adaptive_rho: bool = True  # residual balancing (Boyd et al. 2011, sec. 3.4.1)
+    rho_mu: float = 10.0
+    rho_tau: float = 2.0
+    eps_abs: float = 1e-4  # Boyd et al. absolute tolerance (per sqrt(#elements))
+    eps_rel: float = 1e-3  # relative tolerance
+    stop_on_convergence: bool = True
+    filter_keep: float = 1.0
+    channel_keep: float = 0.5  # primary configuration of the paper
+    shape_keep: float = 1.0
+    layers: str | None = None  # fnmatch glob over parameter names; None = every conv weight
+    freeze_iteration: int = 15  # T_freeze, Alg. 1 line 10
+    freeze_patience: int = 3  # freeze earlier once the global mask is unchanged this many iterations
+    retrain_epochs: int = 0  # masked retraining after the outer loop (sec. 4.5)
+    bucket_mb: float = 32.0  # coalesced inter-node buffers (sec. 4.4.2)
+
+    def __post_init__(self) -> None:
+        if self.iterations < 1:
+            raise ConfigError(f"iterations must be >= 1, got {self.iterations}")
+        if self.local_epochs < 1:
+            raise ConfigError(f"local_epochs must be >= 1, got {self.local_epochs}")
+        for name in ("rho_intra", "rho_inter"):
+            value = getattr(self, name)
+            if not 0.0 < value <= self.rho_max:
+                raise ConfigError(f"{name} must be in (0, rho_max={self.rho_max}], got {value}")
+        if self.rho_mu <= 1.0 or self.rho_tau <= 1.0:
+            raise ConfigError("rho_mu and rho_tau must be > 1")
+        for name in ("filter_keep", "channel_keep", "shape_keep"):
+            _check_keep(name, getattr(self, name))
+        if self.freeze_iteration < 0:
+            raise ConfigError(f"freeze_iteration must be >= 0, got {self.freeze_iteration}")
+        if self.freeze_patience < 1:
+            raise ConfigError(f"freeze_patience must be >= 1, got {self.freeze_patience}")
+        if self.retrain_epochs < 0:
+            raise ConfigError(f"retrain_epochs must be >= 0, got {self.retrain_epochs}")
+        if not self.bucket_mb > 0:
+            raise ConfigError(f"bucket size must be > 0 MB, got {self.bucket_mb}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TopKConfig:
+    """Top-K sparsification with error feedback (paper sec. 5.1.4; Lin et al. 2018 for DGC)."""
+
+    ratio: float = 0.01
+    warmup_epochs: int = 0  # DGC-style exponential ratio warm-up; off by default
+    momentum_correction: bool = False  # DGC momentum correction; off by default
+
+    def __post_init__(self) -> None:
+        _check_keep("topk ratio", self.ratio)
+        if self.warmup_epochs < 0:
+            raise ConfigError(f"topk warmup_epochs must be >= 0, got {self.warmup_epochs}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PacTrainConfig:
+    """PacTrain: magnitude pruning + mask-aware dense-packed AllReduce."""
+
+    density: float = 0.5
+    prune_epochs: int = 1  # epochs over which the density is reached (schedule updates)
+    prune_every: int = 1  # update the mask every this many epochs until prune_epochs
+
+    def __post_init__(self) -> None:
+        _check_keep("density", self.density)
+        if self.prune_epochs < 0 or self.prune_every < 1:
+            raise ConfigError("prune_epochs must be >= 0 and prune_every >= 1")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DDPConfig:
+    grad_dtype: str = "fp32"  # fp32, or bf16/fp16 through DDP's built-in compression hooks
+    bucket_cap_mb: float = 25.0  # DDP's own default
+
+    def __post_init__(self) -> None:
+        if self.grad_dtype not in ("fp32", "bf16", "fp16"):
+            raise ConfigError(f"grad_dtype must be one of fp32, bf16, fp16, got {self.grad_dtype!r}")
+        if not self.bucket_cap_mb > 0:
+            raise ConfigError(f"DDP bucket size must be > 0 MB, got {self.bucket_cap_mb}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinkConfig:
+    """How inter-node links are modelled. `netns-tc`: real shaped links (mini cluster);
+    `alpha-beta`: the comm layer delays inter-node collectives by alpha + bytes/beta;
+    `none`: whatever the hardware gives."""
+
+    model: str = "none"
+    alpha_s: float = 5e-5  # per-message latency of an inter-node hop (alpha-beta)
+    bandwidth_gbit: float = 1.0  # inter-node link rate (alpha-beta)
+
+    def __post_init__(self) -> None:
+        if self.model not in LINK_MODELS:
+            raise ConfigError(f"link model must be one of {', '.join(LINK_MODELS)}, got {self.model!r}")
+        if self.alpha_s < 0 or not self.bandwidth_gbit > 0:
+            raise ConfigError("link alpha must be >= 0 and bandwidth > 0")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunConfig:
+    """One training run. Defaults follow the paper (sec. 5.1.5) where it gives a value."""
+
+    method: str
+    model: str = "resnet20"
+    dataset: str = "digits"
+    data_root: str = ""  # "" = $PRUNEX_DATA or ./data
+    nodes: int = 1  # M
+    procs_per_node: int = 1  # P
+    epochs: int | None = None  # SGD methods (ddp, topk, pactrain); None: DATASET_DEFAULTS
+    batch_size: int | None = None  # per process; None: DATASET_DEFAULTS
+    lr: float | None = None  # None: DATASET_DEFAULTS
+    momentum: float = 0.9
+    weight_decay: float = 1e-4  # lambda of eq. (1)
+    seed: int = 0
+    name: str = ""  # "" = derived from method, model, dataset and topology
+    experiment: str = "adhoc"  # directory level above the run
+    results: str = "results"
+    executor: str = "local"
+    eval_every: int = 1  # evaluate every this many epochs (SGD) or outer iterations (ADMM)
+    num_workers: int = 0  # DataLoader workers per process
+    collective_timeout_s: float = 300.0  # every process group; a dead rank ends the job by then
+    admm: ADMMConfig = field(default_factory=ADMMConfig)
+    topk: TopKConfig = field(default_factory=TopKConfig)
+    pactrain: PacTrainConfig = field(default_factory=PacTrainConfig)
+    ddp: DDPConfig = field(default_factory=DDPConfig)
+    link: LinkConfig = field(default_factory=LinkConfig)
+
+    def __post_init__(self) -> None:
+        if self.dataset in DATASET_DEFAULTS:
+            for key, value in DATASET_DEFAULTS[self.dataset].items():
+                if getattr(self, key) is None:
+                    object.__setattr__(self, key, value)
+        if self.method not in METHOD_NAMES:
+            raise ConfigError(f"unknown method {self.method!r}; known: {', '.join(METHOD_NAMES)}")
+        from prunex.models import MODELS  # local import: models pulls in torchvision
+
+        if self.model not in MODELS:
+            raise ConfigError(f"unknown model {self.model!r}; known: {', '.join(sorted(MODELS))}")
+        if self.dataset not in DATASET_NAMES:
+            raise ConfigError(f"unknown dataset {self.dataset!r}; known: {', '.join(DATASET_NAMES)}")
+        if self.executor not in EXECUTOR_NAMES:
+            raise ConfigError(f"unknown executor {self.executor!r}; known: {', '.join(EXECUTOR_NAMES)}")
+        if self.nodes < 1 or self.procs_per_node < 1:
+            raise ConfigError(
+                f"impossible topology: nodes={self.nodes} x procs_per_node={self.procs_per_node}"
+            )
+        if self.executor == "debug" and self.world_size != 1:
+            raise ConfigError(
+                "the debug executor runs one process in the foreground; use --executor local for "
+                f"{self.nodes} x {self.procs_per_node} processes"
+            )
+        if self.epochs < 1:
+            raise ConfigError(f"epochs must be >= 1, got {self.epochs}")
+        if self.batch_size < 1:
+            raise ConfigError(f"batch size must be >= 1, got {self.batch_size}")
+        if not (self.lr > 0 and math.isfinite(self.lr)):
+            raise ConfigError(f"learning rate must be > 0, got {self.lr}")
+        if not 0 <= self.momentum < 1:
+            raise ConfigError(f"momentum must be in [0, 1), got {self.momentum}")
+        if self.weight_decay < 0:
+            raise ConfigError(f"weight decay must be >= 0, got {self.weight_decay}")
+        if self.eval_every < 1:
+            raise ConfigError(f"eval_every must be >= 1, got {self.eval_every}")
+        if self.num_workers < 0:
+            raise ConfigError(f"num_workers must be >= 0, got {self.num_workers}")
+        if not self.collective_timeout_s > 0:
+            raise ConfigError(f"collective timeout must be > 0 s, got {self.collective_timeout_s}")
+        check_name(self.experiment, "experiment name")
+        if self.name:
+            check_name(self.name)
+        else:
+            object.__setattr__(self, "name", self.default_name())
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.procs_per_node
+
+    def default_name(self) -> str:
+        return f"{self.method}-{self.model}-{self.dataset}-{self.nodes}x{self.procs_per_node}-s{self.seed}"
+
+    @property
+    def run_id(self) -> str:
+        """Unique within an experiment directory: the run's name (already validated)."""
+        return self.name
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunConfig:
+        nested = {f.name: f.type for f in fields(cls) if f.name in _NESTED}
+        kwargs = dict(d)
+        for key in nested:
+            if key in kwargs and isinstance(kwargs[key], dict):
+                kwargs[key] = _NESTED[key](**kwargs[key])
+        return cls(**kwargs)
+
+    def diff(self, other: RunConfig, ignore: tuple[str, ...] = ("executor", "results")) -> list[str]:
+        """Dotted names of the fields that differ (used to refuse a foreign checkpoint)."""
+        a, b = _flatten(self.to_dict()), _flatten(other.to_dict())
+        return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k) and k.split(".")[0] not in ignore)
+
+
+_NESTED = {
+    "admm": ADMMConfig,
+    "topk": TopKConfig,
+    "pactrain": PacTrainConfig,
+    "ddp": DDPConfig,
+    "link": LinkConfig,
+}
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out

@@ -1,0 +1,190 @@
+"""Launching a run with submitit: one code path for a laptop and for Slurm.
+
+- `debug`: submitit's DebugExecutor, one process in the foreground (1 x 1 topologies).
+- `local`: submitit's LocalExecutor, M x P processes on this machine (nodes emulated blockwise).
+- `slurm`: submitit's SlurmExecutor, `nodes=M`, `tasks_per_node=P`, one GPU per task where the
+  cluster has GPUs. Partition, account, time limit and GPUs come from `SlurmOptions`, filled from
+  command-line options or the environment (`PRUNEX_SLURM_PARTITION`, `PRUNEX_SLURM_ACCOUNT`,
+  `PRUNEX_SLURM_TIME_MIN`, `PRUNEX_SLURM_GPUS_PER_NODE`, `PRUNEX_SLURM_GRES`,
+  `PRUNEX_SLURM_CPUS_PER_TASK`), never from code. On Puhti: partition `gpu`,
+  `--gres=gpu:v100:4`.
+
+Each task runs `TrainJob`, which exports torch.distributed's env:// variables with
+`submitit.helpers.TorchDistributedEnvironment` and calls `prunex.train.train`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import submitit
+
+from prunex.config import ConfigError, RunConfig
+from prunex.log import DONE
+
+
+def _env_int(name: str) -> int | None:
+    value = os.environ.get(name, "")
+    return int(value) if value else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SlurmOptions:
+    partition: str | None = field(default_factory=lambda: os.environ.get("PRUNEX_SLURM_PARTITION") or None)
+    account: str | None = field(default_factory=lambda: os.environ.get("PRUNEX_SLURM_ACCOUNT") or None)
+    time_min: int = field(default_factory=lambda: _env_int("PRUNEX_SLURM_TIME_MIN") or 60)
+    gpus_per_node: int | None = field(default_factory=lambda: _env_int("PRUNEX_SLURM_GPUS_PER_NODE"))
+    gres: str | None = field(default_factory=lambda: os.environ.get("PRUNEX_SLURM_GRES") or None)
+    cpus_per_task: int | None = field(default_factory=lambda: _env_int("PRUNEX_SLURM_CPUS_PER_TASK"))
+
+
+def executor_parameters(config: RunConfig, slurm: SlurmOptions | None = None) -> dict[str, Any]:
+    """The submitit parameters of a run (pure; `--dry-run` prints them, golden files pin them)."""
+    name = f"prunex-{config.experiment}-{config.name}"[:120]
+    if config.executor in ("debug", "local"):
+        return {"name": name, "nodes": 1, "tasks_per_node": config.world_size, "timeout_min": 24 * 60}
+    slurm = slurm or SlurmOptions()
+    params: dict[str, Any] = {
+        "name": name,
+        "nodes": config.nodes,
+        "tasks_per_node": config.procs_per_node,
+        "timeout_min": slurm.time_min,
+    }
+    if slurm.partition:
+        params["slurm_partition"] = slurm.partition
+    if slurm.account:
+        params["slurm_account"] = slurm.account
+    if slurm.gres:
+        params["slurm_gres"] = slurm.gres
+    elif slurm.gpus_per_node:
+        params["gpus_per_node"] = slurm.gpus_per_node
+    if slurm.cpus_per_task:
+        params["cpus_per_task"] = slurm.cpus_per_task
+    return params
+
+
+def make_executor(config: RunConfig, folder: str | Path, slurm: SlurmOptions | None = None) -> submitit.Executor:
+    cluster = {"debug": "debug", "local": "local", "slurm": "slurm"}[config.executor]
+    executor = submitit.AutoExecutor(folder=str(folder), cluster=cluster)
+    executor.update_parameters(**executor_parameters(config, slurm))
+    return executor
+
+
+def run_dir_for(config: RunConfig) -> Path:
+    return Path(config.results).resolve() / config.experiment / config.run_id
+
+
+def _resolves(host: str) -> bool:
+    try:
+        socket.gethostbyname(host)
+        return True
+    except OSError:
+        return False
+
+
+class TrainJob(submitit.helpers.Checkpointable):
+    """What each task of a submitted job runs."""
+
+    def __init__(self, config: RunConfig, run_dir: str) -> None:
+        self.config, self.run_dir = config, run_dir
+
+    def __call__(self) -> str:
+        env = submitit.helpers.TorchDistributedEnvironment().export(overwrite=True)
+        # Where node names do not resolve (the mini cluster), the launch node's address does.
+        if not _resolves(env.master_addr) and os.environ.get("SLURM_LAUNCH_NODE_IPADDR"):
+            os.environ["MASTER_ADDR"] = os.environ["SLURM_LAUNCH_NODE_IPADDR"]
+        from prunex.train import train
+
+        return str(train(self.config, self.run_dir))
+
+
+def preflight(config: RunConfig) -> Path:
+    """Checks that need the file system, before anything is launched. Returns the run dir."""
+    from prunex.data import DatasetMissing, load_dataset
+
+    run_dir = run_dir_for(config)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        probe = run_dir / ".write-test"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as e:
+        raise ConfigError(f"results path {config.results!r} is not writable: {e.strerror}") from None
+    try:
+        load_dataset(config.dataset, config.data_root, train=False)  # also makes digits once
+    except DatasetMissing as e:
+        raise ConfigError(str(e)) from None
+    return run_dir
+
+
+def launch(config: RunConfig, slurm: SlurmOptions | None = None, *, echo: bool = True) -> Path:
+    """Submit one run, show rank 0's progress, wait for it; returns the run directory.
+
+    A finished run (DONE marker) is not run again. Raises `RuntimeError` with the job's error when
+    any task fails.
+    """
+    run_dir = preflight(config)
+    if (run_dir / DONE).exists():
+        if echo:
+            print(f"[{config.name}] already done: {run_dir}", flush=True)
+        return run_dir
+    for stale in ("parts", "steps.parquet", "comm.parquet"):  # a previous attempt that did not finish
+        path = run_dir / stale
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+    executor = make_executor(config, run_dir / "submitit", slurm)
+    job = executor.submit(TrainJob(config, str(run_dir)))
+    if echo:
+        print(f"[{config.name}] submitted job {job.job_id} ({config.executor}, {config.nodes}x"
+              f"{config.procs_per_node}) -> {run_dir}", flush=True)
+    _follow(job, echo)
+    try:
+        job.results()
+    except Exception as e:  # submitit re-raises the task's exception with its traceback text
+        raise RuntimeError(f"run {config.name} failed (job {job.job_id}, logs in {run_dir / 'submitit'}): "
+                           f"{_last_line(str(e))}") from e
+    return run_dir
+
+
+def _last_line(text: str) -> str:
+    """The exception line of a task's traceback (submitit's error text holds the whole log)."""
+    lines = [re.sub(r"^\[rank\d+\]:\s*", "", ln).strip() for ln in text.strip().splitlines()]
+    for line in reversed(lines):
+        if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b", line):
+            return line
+    return next((ln for ln in reversed(lines) if ln), text)
+
+
+def _follow(job: submitit.Job, echo: bool, poll_s: float = 1.0) -> None:
+    """Echo rank 0's progress lines while the job runs (the debug executor runs in the foreground)."""
+    if isinstance(job, submitit.DebugJob):
+        return
+    offset = 0
+    while True:
+        finished = job.done()
+        path = Path(job.paths.stdout)
+        if echo and path.exists():
+            with open(path, errors="replace") as f:
+                f.seek(offset)
+                chunk = f.read()
+                offset = f.tell()
+            for line in chunk.splitlines():
+                if line.startswith("["):
+                    print(line, flush=True)
+        if finished:
+            return
+        time.sleep(poll_s)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("use python -m prunex.run")

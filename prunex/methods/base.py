@@ -1,0 +1,142 @@
+"""The interface every training method implements, and the pieces they share.
+
+A method owns its model copies, optimizer and communication pattern; the trainer
+(`prunex.train`) owns the loop, evaluation, timing and logs. One *iteration* is what a method
+synchronises on: an optimizer step for the SGD methods (ddp, topk, pactrain), an outer ADMM
+iteration (E local epochs, then consensus) for hsadmm and flat_admm.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.data import Dataset
+
+from prunex.comm import Comm
+from prunex.config import RunConfig
+from prunex.data import shard_loader
+from prunex.log import RunLog
+from prunex.topology import Groups, Topology
+
+
+@dataclass
+class Context:
+    """Everything a method needs from the run; built by the trainer on every rank."""
+
+    config: RunConfig
+    topo: Topology
+    groups: Groups
+    comm: Comm
+    device: torch.device
+    model: nn.Module  # on `device`, identically initialised on every rank
+    train_set: Dataset
+    log: RunLog
+
+
+@dataclass
+class IterationResult:
+    train_loss: float  # mean training loss over this iteration's mini-batches on this rank
+    epoch: float  # epochs of this rank's shard completed after the iteration
+    evaluate: bool  # the trainer evaluates `eval_model()` after this iteration
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Method(ABC):
+    """One training method. Subclasses set `name` and register in `prunex.methods.METHODS`."""
+
+    name: str = ""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        cfg = ctx.config
+        self.loader, self.sampler = shard_loader(
+            ctx.train_set,
+            rank=ctx.topo.rank,
+            world_size=ctx.topo.world_size,
+            batch_size=cfg.batch_size,
+            seed=cfg.seed,
+            num_workers=cfg.num_workers,
+        )
+        self.steps_per_epoch = len(self.loader)
+        self.criterion = nn.CrossEntropyLoss()
+        self.finished = False  # set by methods that stop early (ADMM convergence)
+
+    @property
+    @abstractmethod
+    def num_iterations(self) -> int:
+        """Upper bound on the iterations of the run."""
+
+    @abstractmethod
+    def train_iteration(self, k: int) -> IterationResult:
+        """Run iteration `k` (0-based), including its communication, on this rank."""
+
+    def eval_model(self) -> nn.Module:
+        """The model whose test accuracy is reported (ADMM: the consensus z)."""
+        return self.ctx.model
+
+    def state_dict(self) -> dict[str, Any]:
+        """What resuming needs (extended by methods with optimizer, duals, masks, residuals)."""
+        return {"model": self.ctx.model.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.ctx.model.load_state_dict(state["model"])
+
+    # -- shared helpers ---------------------------------------------------------------------------
+    def batches(self, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """This rank's mini-batches of one epoch, on the device."""
+        self.sampler.set_epoch(epoch)
+        dev = self.ctx.device
+        for x, y in self.loader:
+            yield x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
+
+    def make_sgd(self, params: Any) -> torch.optim.SGD:
+        cfg = self.ctx.config
+        return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+
+
+class StepwiseMethod(Method):
+    """Base of the methods whose iteration is one optimizer step (ddp, topk, pactrain).
+
+    Subclasses implement `step(x, y) -> loss`; epochs, evaluation points and the data iterator
+    live here.
+    """
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self._epoch = -1
+        self._iter: Iterator | None = None
+
+    @property
+    def num_iterations(self) -> int:
+        return self.ctx.config.epochs * self.steps_per_epoch
+
+    @abstractmethod
+    def step(self, x: torch.Tensor, y: torch.Tensor) -> float:
+        """Forward, backward, communicate, update; returns the mini-batch loss."""
+
+    def train_iteration(self, k: int) -> IterationResult:
+        epoch, pos = divmod(k, self.steps_per_epoch)
+        if epoch != self._epoch:
+            self._epoch, self._iter = epoch, self.batches(epoch)
+            self.on_epoch_start(epoch)
+        x, y = next(self._iter)
+        loss = self.step(x, y)
+        done = epoch + (pos + 1) / self.steps_per_epoch
+        epoch_end = pos + 1 == self.steps_per_epoch
+        evaluate = epoch_end and ((epoch + 1) % self.ctx.config.eval_every == 0 or k + 1 == self.num_iterations)
+        return IterationResult(train_loss=loss, epoch=done, evaluate=evaluate)
+
+    def on_epoch_start(self, epoch: int) -> None:
+        """Hook for schedules (pruning, Top-K warm-up)."""
+
+
+def check_finite(loss: float, where: str) -> float:
+    if not math.isfinite(loss):
+        raise FloatingPointError(f"loss became {loss} in {where}")
+    return loss

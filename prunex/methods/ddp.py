@@ -1,0 +1,79 @@
+"""`ddp`: PyTorch DistributedDataParallel, the dense baseline (paper sec. 5.1.4).
+
+The real DDP path over the flat group, its own bucketing and backward overlap intact. Its
+gradient AllReduce is observed through a DDP communication hook that wraps the default one
+(`allreduce_hook`) or the built-in compression hooks (`bf16_compress_hook`,
+`fp16_compress_hook`) for `--grad-dtype bf16|fp16`; the hook only records bytes and seconds.
+
+Choices: `broadcast_buffers=False`, so that every byte DDP sends goes through the hook
+(BatchNorm running statistics stay per rank; rank 0's are the ones evaluated). The one-off
+parameter broadcast in DDP's constructor is recorded as a flat broadcast of iteration 0.
+Recorded seconds run from a bucket's launch to its completion and overlap the backward pass.
+"""
+
+# No `from __future__ import annotations`: DDP checks the hook's annotations at run time.
+import time
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.nn.parallel import DistributedDataParallel
+
+from prunex.comm import Comm
+from prunex.methods.base import Context, StepwiseMethod, check_finite
+
+_HOOKS = {
+    "fp32": default_hooks.allreduce_hook,
+    "bf16": default_hooks.bf16_compress_hook,
+    "fp16": default_hooks.fp16_compress_hook,
+}
+_WIRE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+
+
+def recording_hook(grad_dtype: str):
+    """A DDP comm hook: the stock hook for `grad_dtype`, with its traffic recorded in `Comm`."""
+    inner = _HOOKS[grad_dtype]
+    elem = _WIRE_BYTES[grad_dtype]
+
+    def hook(state: tuple[Comm, dist.ProcessGroup], bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+        comm, group = state
+        nbytes = bucket.buffer().numel() * elem
+        return comm.record_future(inner(group, bucket), "flat", "allreduce", nbytes)
+
+    return hook
+
+
+class DDP(StepwiseMethod):
+    name = "ddp"
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        cfg = ctx.config
+        t0 = time.perf_counter()
+        self.ddp = DistributedDataParallel(
+            ctx.model,
+            device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None,
+            process_group=ctx.groups.flat,
+            broadcast_buffers=False,
+            bucket_cap_mb=cfg.ddp.bucket_cap_mb,
+        )
+        state_bytes = sum(t.numel() * t.element_size() for t in ctx.model.state_dict().values())
+        ctx.comm.record("flat", "broadcast", state_bytes, time.perf_counter() - t0, root=0)
+        self.ddp.register_comm_hook((ctx.comm, ctx.groups.flat), recording_hook(cfg.ddp.grad_dtype))
+        self.optimizer = self.make_sgd(self.ddp.parameters())
+
+    def step(self, x: torch.Tensor, y: torch.Tensor) -> float:
+        self.ddp.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.criterion(self.ddp(x), y)
+        loss.backward()  # DDP's bucketed AllReduce runs here, overlapped with the backward
+        self.optimizer.step()
+        return check_finite(loss.item(), "ddp step")
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"model": self.ctx.model.state_dict(), "optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.ctx.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])

@@ -1,0 +1,156 @@
+"""The per-rank training loop shared by every method: set-up, iterations, evaluation, logs.
+
+`train(config, run_dir)` runs in each of the job's processes (started by `prunex.launch` under
+submitit, or by torchrun). Evaluation: every rank evaluates `method.eval_model()` on the whole
+held-out split (no communication, so no rank waits on another); rank 0's accuracy is logged.
+`wall_s` counts training time only: evaluation time is excluded.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.utils.data import DataLoader
+
+from prunex.comm import Comm
+from prunex.config import RunConfig
+from prunex.data import load_dataset
+from prunex.log import RunLog, collect_meta, merge_parts, write_json
+from prunex.methods import METHODS, Context
+from prunex.models import build_model
+from prunex.topology import backend_for, build_groups, device_for, discover, init_distributed
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, loader: DataLoader, device: torch.device) -> float:
+    """Top-1 accuracy in [0, 1]."""
+    was_training = model.training
+    model.eval()
+    correct = total = 0
+    for x, y in loader:
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        correct += (model(x).argmax(1) == y).sum().item()
+        total += y.numel()
+    model.train(was_training)
+    return correct / max(total, 1)
+
+
+def _set_threads(world_on_machine: int) -> None:
+    """Share the CPU among the processes of this machine instead of oversubscribing it."""
+    if torch.cuda.is_available() or "OMP_NUM_THREADS" in os.environ:
+        return
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(world_on_machine, 1)))
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def train(config: RunConfig, run_dir: str | Path) -> Path:
+    """Run one training run on this rank; returns the run directory."""
+    run_dir = Path(run_dir)
+    topo = discover(config.nodes, config.procs_per_node)
+    device = device_for(topo)
+    on_machine = int(os.environ.get("LOCAL_WORLD_SIZE") or (topo.world_size if topo.emulated else topo.procs_per_node))
+    _set_threads(on_machine)
+    init_distributed(topo, device, config.collective_timeout_s)
+    try:
+        return _train(config, run_dir, topo, device)
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path:
+    groups = build_groups(topo, config.collective_timeout_s)
+    comm = Comm(topo, groups, device, config.link)
+    log = RunLog(run_dir, topo.rank)
+    if topo.rank == 0:
+        write_json(run_dir / "config.json", config.to_dict())
+        job_keys = ("world_size", "nodes", "procs_per_node", "emulated")
+        job_topology = {k: v for k, v in topo.as_dict().items() if k in job_keys}
+        write_json(run_dir / "meta.json", collect_meta(job_topology, str(device), backend_for(device), comm.link_model))
+
+    seed_everything(config.seed)  # identical initial model on every rank
+    model = build_model(config.model).to(device)
+    seed_everything(config.seed * 1_000_003 + topo.rank)  # per-rank augmentation
+    train_set = load_dataset(config.dataset, config.data_root, train=True)
+    test_loader = DataLoader(
+        load_dataset(config.dataset, config.data_root, train=False), batch_size=256, num_workers=0
+    )
+    ctx = Context(config, topo, groups, comm, device, model, train_set, log)
+    method = METHODS[config.method](ctx)
+
+    total = method.num_iterations
+    wall = 0.0
+    for k in range(total):
+        comm.iteration = k
+        t0 = time.perf_counter()
+        result = method.train_iteration(k)
+        iter_s = time.perf_counter() - t0
+        wall += iter_s
+        records = comm.drain()
+        comm_s = sum(r["seconds"] for r in records if r["iteration"] == k)
+        test_acc = float("nan")
+        if result.evaluate:
+            test_acc = evaluate(method.eval_model(), test_loader, device)
+        log.append("comm", records)
+        log.append(
+            "rank_steps",
+            [
+                {
+                    "iteration": k,
+                    "rank": topo.rank,
+                    "epoch": result.epoch,
+                    "wall_s": wall,
+                    "train_loss": result.train_loss,
+                    "test_acc": test_acc,
+                    "comm_s": comm_s,
+                    "compute_s": max(iter_s - comm_s, 0.0),
+                    "iter_s": iter_s,
+                }
+            ],
+        )
+        if result.evaluate or k + 1 == total:
+            log.flush()
+            if topo.rank == 0:
+                acc = "" if math.isnan(test_acc) else f" acc {100 * test_acc:5.1f}%"
+                print(
+                    f"[{config.name}] iteration {k + 1}/{total} epoch {result.epoch:.2f} "
+                    f"loss {result.train_loss:.4f}{acc} inter-node {comm.job_inter_bytes / 1e6:.1f} MB "
+                    f"wall {wall:.1f}s",
+                    flush=True,
+                )
+        if method.finished:
+            break
+    log.flush()
+    dist.barrier(group=groups.flat)  # every rank's parts are on disk (a control message, not logged)
+    if topo.rank == 0:
+        merge_parts(run_dir, done=True)
+        summary = {"iterations": k + 1, "wall_s": wall, "final_test_acc": test_acc}
+        print(f"[{config.name}] done: {json.dumps(summary)}", flush=True)
+    return run_dir
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point under torchrun: `torchrun ... -m prunex.train CONFIG.json RUN_DIR`."""
+    argv = sys.argv[1:] if argv is None else argv
+    config = RunConfig.from_dict(json.loads(Path(argv[0]).read_text()))
+    train(config, argv[1])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

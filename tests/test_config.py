@@ -1,0 +1,90 @@
+"""Bad input is a one-line error before anything is launched."""
+
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from prunex.config import METHOD_NAMES, ADMMConfig, ConfigError, RunConfig, TopKConfig
+from prunex.run import main as run_main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"method": "sgd"}, "unknown method 'sgd'"),
+        ({"method": "ddp", "model": "vgg"}, "unknown model 'vgg'"),
+        ({"method": "ddp", "dataset": "mnist"}, "unknown dataset 'mnist'"),
+        ({"method": "ddp", "lr": -0.1}, "learning rate must be > 0"),
+        ({"method": "ddp", "nodes": 0}, "impossible topology"),
+        ({"method": "ddp", "name": "../escape"}, "invalid run name"),
+        ({"method": "ddp", "name": "a b"}, "invalid run name"),
+        ({"method": "ddp", "name": "x;rm"}, "invalid run name"),
+        ({"method": "ddp", "executor": "debug", "nodes": 2}, "debug executor runs one process"),
+    ],
+)
+def test_invalid_run_configs(kwargs: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        RunConfig(**kwargs)
+
+
+@pytest.mark.parametrize("keep", [0.0, -0.5, 1.5, float("nan")])
+def test_keep_rates_outside_unit_interval(keep: float) -> None:
+    with pytest.raises(ConfigError, match=r"in \(0, 1\]"):
+        ADMMConfig(channel_keep=keep)
+    with pytest.raises(ConfigError):
+        TopKConfig(ratio=keep)
+
+
+def test_bucket_size_zero() -> None:
+    with pytest.raises(ConfigError, match="bucket size must be > 0"):
+        ADMMConfig(bucket_mb=0)
+
+
+def test_round_trip_and_diff() -> None:
+    cfg = RunConfig(method="hsadmm", nodes=2, procs_per_node=2)
+    assert RunConfig.from_dict(cfg.to_dict()) == cfg
+    other = dataclasses.replace(cfg, admm=dataclasses.replace(cfg.admm, channel_keep=0.25), seed=3)
+    assert cfg.diff(other) == ["admm.channel_keep", "seed"]
+    assert cfg.batch_size == 32 and cfg.name == "hsadmm-resnet20-digits-2x2-s0"  # digits defaults
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--method", "nope"], "unknown method"),
+        (["--method", "ddp", "--lr", "-1"], "learning rate"),
+        (["--method", "hsadmm", "--channel-keep", "1.5"], "channel_keep must be in (0, 1]"),
+        (["--method", "ddp", "--name", "../../x"], "invalid run name"),
+    ],
+)
+def test_cli_rejects_before_launch(tmp_path: Path, args: list[str], message: str, capsys) -> None:
+    results = tmp_path / "results"
+    assert run_main([*args, "--results", str(results)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], lines
+    assert not results.exists()  # nothing launched, nothing written
+
+
+def test_cli_missing_dataset_and_unwritable_results(tmp_path: Path, capsys) -> None:
+    args = ["--method", "ddp", "--dataset", "cifar10", "--data-root", str(tmp_path / "nodata")]
+    assert run_main([*args, "--results", str(tmp_path / "r")]) == 2
+    assert "python -m prunex.data download --root" in capsys.readouterr().err
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert run_main(["--method", "ddp", "--results", str(blocker / "r")]) == 2
+    assert "is not writable" in capsys.readouterr().err
+
+
+def test_cli_module_runs_as_a_program() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "prunex.run", "--method", "nope"], capture_output=True, text=True, cwd=ROOT,
+        timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2 and proc.stderr.strip() == "error: unknown method 'nope'; known: " + ", ".join(
+        METHOD_NAMES
+    )
