@@ -181,6 +181,7 @@ class RunConfig:
     results: str = "results"
     executor: str = "local"
     eval_every: int = 1  # evaluate every this many epochs (SGD) or outer iterations (ADMM)
+    bn_batches: int = 20  # BatchNorm statistics re-estimated on this many shard batches before each evaluation
     num_workers: int = 0  # DataLoader workers per process
     collective_timeout_s: float = 300.0  # every process group; a dead rank ends the job by then
     admm: ADMMConfig = field(default_factory=ADMMConfig)
@@ -223,6 +224,8 @@ class RunConfig:
             raise ConfigError(f"momentum must be in [0, 1), got {self.momentum}")
         if self.weight_decay < 0:
             raise ConfigError(f"weight decay must be >= 0, got {self.weight_decay}")
+        if self.bn_batches < 0:
+            raise ConfigError(f"bn_batches must be >= 0, got {self.bn_batches}")
         if self.eval_every < 1:
             raise ConfigError(f"eval_every must be >= 1, got {self.eval_every}")
         if self.num_workers < 0:

@@ -75,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--weight-decay", type=float)
     p.add_argument("--seed", type=int)
     p.add_argument("--eval-every", type=int)
+    p.add_argument("--bn-batches", type=int, help="BatchNorm re-estimation batches before evaluating (0: off)")
     p.add_argument("--num-workers", type=int)
     p.add_argument("--collective-timeout-s", type=float)
     g = p.add_argument_group("method options")

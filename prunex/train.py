@@ -4,16 +4,24 @@
 submitit, or by torchrun). Evaluation: every rank evaluates `method.eval_model()` on the whole
 held-out split (no communication, so no rank waits on another); rank 0's accuracy is logged.
 `wall_s` counts training time only: evaluation time is excluded.
+
+Before evaluating, the BatchNorm statistics of a copy of the evaluated model are re-estimated on
+`bn_batches` mini-batches of the rank's own shard (cumulative average, "precise BN"), for every
+method alike. The consensus model of ADMM and a freshly pruned model have no running statistics
+of their own, and at the learning rates of short CPU runs even DDP's running averages lag the
+weights; without this, accuracy measures stale statistics rather than the weights.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
 import random
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +37,28 @@ from prunex.log import RunLog, collect_meta, merge_parts, write_json
 from prunex.methods import METHODS, Context
 from prunex.models import build_model
 from prunex.topology import backend_for, build_groups, device_for, discover, init_distributed
+
+
+@torch.no_grad()
+def recalibrate_bn(model: nn.Module, batches: Iterable, max_batches: int, device: torch.device) -> nn.Module:
+    """Re-estimate the BatchNorm statistics of `model` (in place) from up to `max_batches` batches."""
+    bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    if not bns or max_batches == 0:
+        return model
+    saved = [m.momentum for m in bns]
+    for m in bns:
+        m.reset_running_stats()
+        m.momentum = None  # cumulative moving average
+    was_training = model.training
+    model.train()
+    for i, (x, _) in enumerate(batches):
+        if i >= max_batches:
+            break
+        model(x.to(device, non_blocking=True))
+    for m, mom in zip(bns, saved, strict=True):
+        m.momentum = mom
+    model.train(was_training)
+    return model
 
 
 @torch.no_grad()
@@ -105,7 +135,10 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
         comm_s = sum(r["seconds"] for r in records if r["iteration"] == k)
         test_acc = float("nan")
         if result.evaluate:
-            test_acc = evaluate(method.eval_model(), test_loader, device)
+            model_copy = copy.deepcopy(method.eval_model())
+            recalibrate_bn(model_copy, method.loader, config.bn_batches, device)
+            test_acc = evaluate(model_copy, test_loader, device)
+            del model_copy
         log.append("comm", records)
         log.append(
             "rank_steps",

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from prunex.methods.base import Context, IterationResult, Method
 from prunex.methods.ddp import DDP
+from prunex.methods.flat_admm import FlatADMMMethod
+from prunex.methods.hsadmm import HSADMMMethod
 
 METHODS: dict[str, type[Method]] = {
     "ddp": DDP,
+    "hsadmm": HSADMMMethod,
+    "flat_admm": FlatADMMMethod,
 }
 
 __all__ = ["METHODS", "Context", "IterationResult", "Method"]

@@ -1,0 +1,85 @@
+"""Bucketed collectives on coalesced buffers (paper sec. 4.4.2, after PyTorch DDP's bucketing).
+
+Tensors are laid out back to back in flat buffers of about `bucket_bytes` each (a tensor larger
+than a bucket gets a bucket of its own), and one collective runs per bucket, amortising the
+per-call latency over large messages. A `Bucketer` keeps its buffers while the list of tensor
+sizes stays the same: after mask freezing (sec. 4.5) the compact sizes no longer change, so the
+buffers are allocated once and reused ("one-shot buffer allocation").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from prunex.comm.collectives import Comm
+
+
+@dataclass(frozen=True)
+class Slot:
+    bucket: int
+    offset: int
+    numel: int
+
+
+def plan_buckets(numels: Sequence[int], elem_bytes: int, bucket_bytes: int) -> tuple[list[Slot], list[int]]:
+    """Place tensors of `numels` elements in order into buckets; returns (slots, bucket sizes)."""
+    cap = max(1, bucket_bytes // elem_bytes)
+    slots: list[Slot] = []
+    sizes: list[int] = []
+    for n in numels:
+        if not sizes or (sizes[-1] > 0 and sizes[-1] + n > cap):
+            sizes.append(0)
+        slots.append(Slot(len(sizes) - 1, sizes[-1], n))
+        sizes[-1] += n
+    return slots, sizes
+
+
+class Bucketer:
+    """Flat communication buffers for a list of tensors, reused while the sizes do not change.
+
+    Args:
+        bucket_mb: target bucket size in MB (1e6 bytes).
+        dtype: element type of the buffers.
+        device: where they live.
+    """
+
+    def __init__(self, bucket_mb: float, dtype: torch.dtype, device: torch.device) -> None:
+        self.bucket_bytes = int(bucket_mb * 1e6)
+        self.dtype, self.device = dtype, device
+        self._key: tuple[int, ...] | None = None
+        self.buffers: list[torch.Tensor] = []
+        self.slots: list[Slot] = []
+        self.allocations = 0  # how many times buffers were (re)allocated
+
+    def layout(self, numels: Sequence[int]) -> None:
+        """Prepare buffers for tensors of these sizes (no allocation when they are unchanged)."""
+        key = tuple(int(n) for n in numels)
+        if key == self._key:
+            return
+        elem = torch.empty((), dtype=self.dtype).element_size()
+        self.slots, sizes = plan_buckets(key, elem, self.bucket_bytes)
+        self.buffers = [torch.empty(s, dtype=self.dtype, device=self.device) for s in sizes]
+        self._key = key
+        self.allocations += 1
+
+    def view(self, i: int, shape: Sequence[int] | None = None) -> torch.Tensor:
+        """The part of the buffers holding tensor `i`, optionally reshaped."""
+        s = self.slots[i]
+        flat = self.buffers[s.bucket].narrow(0, s.offset, s.numel)
+        return flat.view(*shape) if shape is not None else flat
+
+    def pack(self, tensors: Sequence[torch.Tensor]) -> None:
+        self.layout([t.numel() for t in tensors])
+        for i, t in enumerate(tensors):
+            self.view(i).copy_(t.reshape(-1))
+
+    def all_reduce(self, comm: Comm, level: str, op: str = "sum") -> None:
+        for buf in self.buffers:
+            comm.all_reduce(buf, level, op)
+
+    def broadcast(self, comm: Comm, level: str, src: int | None = None) -> None:
+        for buf in self.buffers:
+            comm.broadcast(buf, level, src)

@@ -1,0 +1,115 @@
+"""`hsadmm`: PruneX's Hierarchical Structured ADMM (paper Alg. 1), and the shared ADMM method base.
+
+One iteration is one outer ADMM iteration: phase 1, E local epochs of SGD (momentum, weight
+decay) with the proximal term rho_1 (theta - z_i + u) of eq. (8) added to every gradient; then
+the engine's consensus (phases 2-5, `prunex.admm.hsadmm.HSADMM`).
+
+Masked retraining (sec. 4.5, Alg. 1 line 11): after the outer loop (or once the residuals have
+converged), `--retrain-epochs R` more iterations run with the mask frozen and one local epoch
+each. The evaluated and final model is the masked consensus z with the consensus BatchNorm
+statistics.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+from torch import nn
+
+from prunex.admm.hsadmm import HSADMM
+from prunex.methods.base import Context, IterationResult, Method, check_finite
+from prunex.pruning import constrained_layers
+
+
+class ADMMMethod(Method):
+    """Local proximal SGD + a consensus engine; subclasses choose the engine."""
+
+    engine_class: type = HSADMM
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        cfg = ctx.config
+        a = cfg.admm
+        model = ctx.model
+        self.params = dict(model.named_parameters())
+        buffers = {n: b for n, b in model.named_buffers() if b.is_floating_point()}
+        self.sparsity = constrained_layers(
+            model, filter_keep=a.filter_keep, channel_keep=a.channel_keep, shape_keep=a.shape_keep, include=a.layers
+        )
+        self.engine = self.engine_class(self.params, buffers, self.sparsity, a, ctx.comm, cfg.weight_decay)
+        self.optimizer = self.make_sgd(model.parameters())
+        self.eval_copy = copy.deepcopy(model)
+        self.epochs_done = 0
+        self.retrain_left: int | None = None  # set when the outer loop ends
+
+    @property
+    def num_iterations(self) -> int:
+        a = self.ctx.config.admm
+        return a.iterations + a.retrain_epochs
+
+    def local_training(self, epochs: int) -> float:
+        """Phase 1 (Alg. 1 line 4, eq. (8)): SGD on the shard with the proximal term."""
+        model = self.ctx.model
+        model.train()
+        anchors = self.engine.anchors()  # z_i^k - u^k, fixed during phase 1
+        rho = self.engine.rho_intra
+        total, count = 0.0, 0
+        for _ in range(epochs):
+            for x, y in self.batches(self.epochs_done):
+                self.optimizer.zero_grad(set_to_none=True)
+                loss = self.criterion(model(x), y)
+                loss.backward()
+                with torch.no_grad():
+                    for n, p in self.params.items():
+                        p.grad.add_(p - anchors[n], alpha=rho[n])  # + rho_1 (theta - z_i + u)
+                self.optimizer.step()
+                total += loss.item()
+                count += 1
+            self.epochs_done += 1
+        return check_finite(total / max(count, 1), f"{self.name} local training")
+
+    def train_iteration(self, k: int) -> IterationResult:
+        a = self.ctx.config.admm
+        retraining = self.retrain_left is not None or k >= a.iterations
+        loss = self.local_training(1 if retraining else a.local_epochs)
+        result = self.engine.consensus(k, force_frozen=retraining)
+        self.ctx.log.append("residuals", result.residual_rows)
+        self.ctx.log.append("masks", result.mask_rows)
+        if retraining:
+            self.retrain_left = (a.retrain_epochs if self.retrain_left is None else self.retrain_left) - 1
+        elif result.converged and a.stop_on_convergence:
+            self.retrain_left = a.retrain_epochs  # converged: go on to masked retraining
+        self.finished = self.retrain_left is not None and self.retrain_left <= 0
+        last = self.finished or k + 1 == self.num_iterations
+        evaluate = last or (k + 1) % self.ctx.config.eval_every == 0
+        return IterationResult(train_loss=loss, epoch=float(self.epochs_done), evaluate=evaluate,
+                               extra={"frozen": self.engine.frozen})  # fmt: skip
+
+    def eval_model(self) -> nn.Module:
+        """The masked consensus z with the consensus BatchNorm statistics."""
+        with torch.no_grad():
+            params = dict(self.eval_copy.named_parameters())
+            for n, z in self.engine.z.items():
+                params[n].copy_(z)
+            mine = dict(self.ctx.model.named_buffers())
+            for n, b in self.eval_copy.named_buffers():
+                b.copy_(mine[n])  # averaged over all ranks at every consensus
+        return self.eval_copy
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"model": self.ctx.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "engine": self.engine.state_dict(), "epochs_done": self.epochs_done,
+                "retrain_left": self.retrain_left}  # fmt: skip
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.ctx.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.engine.load_state_dict(state["engine"])
+        self.epochs_done, self.retrain_left = state["epochs_done"], state["retrain_left"]
+
+
+class HSADMMMethod(ADMMMethod):
+    name = "hsadmm"
+    engine_class = HSADMM
