@@ -1,0 +1,200 @@
+"""Throughput of compress / decompress (sec. 4.4.1, 4.4.3) against a plain copy, on ResNet-152 shapes.
+
+Run::
+
+    PYTHONPATH=. python -m prunex.bench.shrink [--keep 0.5] [--repeats 15] [--device auto]
+
+For every Conv2d weight of the CIFAR ResNet-152 (3x3 stem, no max-pool) it draws random kept index sets
+of ceil(keep * C) output and input channels, then times, over all layers at once (warm-up, ``repeats``
+runs, median; CUDA synchronized), compress and decompress with each method of
+:mod:`prunex.comm.shrink`, and ``dst.copy_(src)`` of the compact bytes of each layer as the reference.
+
+Byte accounting: every row is credited with the bytes of the compact tensors (one direction, not
+read + write), the copy included, so "ratio" is copy time / op time. Decompress must also zero the
+full tensor (1 / (keep_out * keep_in) times the compact bytes), so it is also compared with a copy of
+the full-size bytes. All buffers are allocated before timing (one-shot allocation, sec. 4.5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+import torchvision
+from torch import Tensor, nn
+
+from prunex.comm.shrink import compress, decompress
+from prunex.pruning.project import keep_count
+
+
+@dataclass
+class _Layer:
+    full: Tensor  # c_i, full-size source
+    out_idx: Tensor
+    in_idx: Tensor
+    compact: Tensor  # compress destination
+    compact_src: Tensor  # copy reference source
+    full_dst: Tensor  # decompress destination
+    full_src: Tensor  # full-size copy reference source
+
+
+def resnet152_conv_shapes() -> list[torch.Size]:
+    """Conv2d weight shapes of the CIFAR ResNet-152 of the paper (sec. 5.1.3), stem first."""
+    with torch.device("meta"):  # shapes only: no memory, no weight init
+        model = torchvision.models.resnet152(num_classes=10)
+        model.conv1 = nn.Conv2d(3, 64, 3, 1, 1, bias=False)
+        model.maxpool = nn.Identity()
+    return [m.weight.shape for m in model.modules() if isinstance(m, nn.Conv2d)]
+
+
+def _hardware(device: torch.device) -> str:
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+    else:
+        name = platform.processor() or platform.machine()
+        try:
+            with open("/proc/cpuinfo") as f:
+                name = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+        except (OSError, StopIteration):
+            pass
+    return f"{device.type}: {name}; torch {torch.__version__}; {torch.get_num_threads()} CPU threads"
+
+
+def _median_seconds(
+    fns: Sequence[Callable[[], object]], device: torch.device, repeats: int, warmup: int = 2
+) -> list[float]:
+    """Median wall time of each function; the functions are timed round-robin so that background load
+    on a shared machine hits all of them alike."""
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    for _ in range(warmup):
+        for fn in fns:
+            fn()
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(repeats):
+        for fn, ts in zip(fns, times, strict=True):
+            sync()
+            t0 = time.perf_counter()
+            fn()
+            sync()
+            ts.append(time.perf_counter() - t0)
+    return [statistics.median(ts) for ts in times]
+
+
+def _make_layers(shapes: Sequence[torch.Size], keep: float, device: torch.device, seed: int) -> list[_Layer]:
+    gen = torch.Generator().manual_seed(seed)
+    layers = []
+    for shape in shapes:
+        k_out, k_in = keep_count(shape[0], keep), keep_count(shape[1], keep)
+        out_idx = torch.randperm(shape[0], generator=gen)[:k_out].sort().values.to(device)
+        in_idx = torch.randperm(shape[1], generator=gen)[:k_in].sort().values.to(device)
+        compact_shape = (k_out, k_in, *shape[2:])
+        layers.append(
+            _Layer(
+                full=torch.randn(shape, generator=gen).to(device),
+                out_idx=out_idx,
+                in_idx=in_idx,
+                compact=torch.empty(compact_shape, device=device),
+                compact_src=torch.randn(compact_shape, generator=gen).to(device),
+                full_dst=torch.empty(shape, device=device),
+                full_src=torch.randn(shape, generator=gen).to(device),
+            )
+        )
+    return layers
+
+
+def _check(layers: Sequence[_Layer]) -> None:
+    """The timed code paths agree with plain advanced indexing (run once, before timing)."""
+    for layer in layers:
+        ref = layer.full[layer.out_idx[:, None], layer.in_idx]
+        for method in ("index_select", "flat"):
+            c = compress(layer.full, layer.out_idx, layer.in_idx, method=method)
+            back = decompress(c, layer.out_idx, layer.in_idx, layer.full.shape, method=method)
+            if not torch.equal(c, ref) or not torch.equal(back[layer.out_idx[:, None], layer.in_idx], ref):
+                raise AssertionError(f"{method} shrinkage wrong for shape {tuple(layer.full.shape)}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark and print the table; returns the exit code."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keep", type=float, default=0.5, help="keep rate of output and input channels")
+    parser.add_argument("--repeats", type=int, default=15, help="timed runs per operation (median)")
+    parser.add_argument("--device", default="auto", help="auto (cuda if available), cpu, cuda, cuda:1, ...")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.device == "auto":
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    else:
+        device = torch.device(args.device)
+
+    shapes = resnet152_conv_shapes()
+    layers = _make_layers(shapes, args.keep, device, args.seed)
+    _check(layers)
+    compact_bytes = sum(x.compact.numel() * x.compact.element_size() for x in layers)
+    full_bytes = sum(x.full.numel() * x.full.element_size() for x in layers)
+
+    def copy_compact() -> None:
+        for x in layers:
+            x.compact.copy_(x.compact_src)
+
+    def copy_full() -> None:
+        for x in layers:
+            x.full_dst.copy_(x.full_src)
+
+    def run_compress(method: str) -> Callable[[], None]:
+        def fn() -> None:
+            for x in layers:
+                compress(x.full, x.out_idx, x.in_idx, out=x.compact, method=method)
+
+        return fn
+
+    def run_decompress(method: str) -> Callable[[], None]:
+        def fn() -> None:
+            for x in layers:
+                decompress(x.compact, x.out_idx, x.in_idx, x.full.shape, out=x.full_dst, method=method)
+
+        return fn
+
+    rows: list[tuple[str, int, float]] = [("copy_ (compact bytes, reference)", compact_bytes, 0.0)]
+    for method in ("auto", "index_select", "flat"):
+        rows.append((f"compress [{method}]", compact_bytes, 0.0))
+    for method in ("auto", "index_select", "flat"):
+        rows.append((f"decompress [{method}]", compact_bytes, 0.0))
+    rows.append(("copy_ (full-size bytes)", full_bytes, 0.0))
+    fns = [copy_compact]
+    fns += [run_compress(m) for m in ("auto", "index_select", "flat")]
+    fns += [run_decompress(m) for m in ("auto", "index_select", "flat")]
+    fns.append(copy_full)
+    seconds = _median_seconds(fns, device, args.repeats)
+    rows = [(name, nbytes, sec) for (name, nbytes, _), sec in zip(rows, seconds, strict=True)]
+
+    copy_gbs = compact_bytes / rows[0][2] / 1e9
+    print(f"# {_hardware(device)}")
+    print(
+        f"# CIFAR ResNet-152: {len(shapes)} Conv2d weights, {full_bytes / 1e6:.1f} MB; keep {args.keep} of "
+        f"outputs and inputs -> {compact_bytes / 1e6:.1f} MB compact; median of {args.repeats} runs"
+    )
+    print("# bytes = compact-tensor bytes (one direction) for every row except the full-size copy")
+    print(
+        "# methods: index_select = two index_selects / index_put_; flat = one index_select / index_copy_"
+        " over KH*KW rows; auto = flat except compress of 1x1"
+    )
+    print(f"{'operation':36s} {'MB':>9s} {'seconds':>10s} {'GB/s':>8s} {'ratio':>7s}")
+    for name, nbytes, sec in rows:
+        gbs = nbytes / sec / 1e9
+        print(f"{name:36s} {nbytes / 1e6:9.1f} {sec:10.5f} {gbs:8.2f} {gbs / copy_gbs:7.2f}")
+    dec_auto, full_copy = rows[4][2], rows[-1][2]
+    print(f"# decompress [auto] time vs full-size copy time: {full_copy / dec_auto:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

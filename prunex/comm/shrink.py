@@ -1,0 +1,153 @@
+"""Physical shrinkage and recovery of inter-node buffers (sec. 4.4.1 and 4.4.3).
+
+``compress`` packs the kept filters K_out and input channels K_in of a weight-shaped tensor into a
+dense contiguous block ``t[K_out][:, K_in]`` (eq. (15)); ``decompress`` zero-fills a full-size tensor
+and scatters the block back at the Cartesian product K_out x K_in. Both accept an ``out`` buffer so
+that, once masks are frozen (sec. 4.5), buffers are allocated once and reused.
+
+Two equivalent implementations are kept (``method=``):
+
+* ``"index_select"``: ``index_select`` along dim 0 then dim 1 for compress, ``index_put_`` with the
+  broadcast index pair (K_out[:, None], K_in[None, :]) for decompress -- the paper's formulation;
+* ``"flat"``: views the tensor as ``(C_out * C_in) x (KH * KW)`` rows and moves whole kernel rows with
+  one ``index_select`` / ``index_copy_`` over the flat row index ``K_out[p] * C_in + K_in[q]``.
+
+``"auto"`` (default) picks what measured fastest on CPU (``python -m prunex.bench.shrink``, see
+:func:`_pick`): "flat" for compress of kernels larger than 1x1 and for every decompress, "index_select"
+for compress of 1x1 convs and Linear weights.
+
+Indices are used in the order given (sorted, as :mod:`prunex.pruning.masks` returns them, so that every
+leader packs the same layout), must not repeat, and are moved to the data's device.
+
+Example::
+
+    PYTHONPATH=. python -m prunex.bench.shrink --keep 0.5
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+import torch
+from torch import Tensor
+
+__all__ = ["compress", "decompress"]
+
+_METHODS = ("auto", "index_select", "flat")
+
+
+def _pick(shape: torch.Size | tuple[int, ...], method: str, op: str) -> str:
+    if method not in _METHODS:
+        raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
+    if method != "auto":
+        return method
+    # Measured on CPU (bench.shrink, per kernel size): compress of 3x3 kernels is faster moving 36-byte
+    # kernel rows through one flat index than with two index_selects (the dim-1 pass is a serial loop);
+    # for 1x1 convs and Linear weights a flat row is one element and the two index_selects win.
+    # Decompress: index_copy_ over flat rows was as fast or faster than index_put_ for both.
+    if op == "decompress":
+        return "flat"
+    return "flat" if prod(shape[2:]) > 1 else "index_select"
+
+
+def _check_shape(t: Tensor) -> None:
+    if t.dim() < 2:
+        raise ValueError(f"shrinkage needs a C_out x C_in x ... tensor, got shape {tuple(t.shape)}")
+
+
+def _check_out(out: Tensor, shape: tuple[int, ...], like: Tensor, what: str) -> None:
+    if tuple(out.shape) != shape or out.dtype != like.dtype or out.device != like.device:
+        raise ValueError(
+            f"{what} out buffer must be {shape} {like.dtype} on {like.device}, "
+            f"got {tuple(out.shape)} {out.dtype} on {out.device}"
+        )
+    if not out.is_contiguous():
+        raise ValueError(f"{what} out buffer must be contiguous")
+
+
+def _flat_rows(out_idx: Tensor, in_idx: Tensor, c_in: int) -> Tensor:
+    """Row index of (K_out[p], K_in[q]) in the (C_out * C_in) x K view, in compact (p, q) order."""
+    return (out_idx[:, None] * c_in + in_idx[None, :]).reshape(-1)
+
+
+def compress(t: Tensor, out_idx: Tensor, in_idx: Tensor, out: Tensor | None = None, *, method: str = "auto") -> Tensor:
+    """Pack the kept slices of ``t`` into a dense contiguous tensor (eq. (15)).
+
+    Args:
+        t: ``C_out x C_in x KH x KW`` (conv) or ``C_out x C_in`` (linear) tensor, e.g. c_i = z_i + v_i.
+        out_idx: sorted kept output indices K_out (int64, 1-D, no repeats).
+        in_idx: sorted kept input indices K_in (int64, 1-D, no repeats).
+        out: optional contiguous buffer of shape ``(|K_out|, |K_in|, KH, KW)`` and ``t``'s dtype and
+            device, filled in place (one-shot buffer allocation after mask freezing, sec. 4.5).
+        method: ``"auto"``, ``"index_select"`` or ``"flat"`` (same result; see the module docstring).
+
+    Returns:
+        ``t[K_out][:, K_in]``, contiguous; ``out`` itself when given.
+
+    Raises:
+        ValueError: on a tensor with fewer than 2 dims, a wrong ``out`` buffer, or an unknown method.
+    """
+    _check_shape(t)
+    o = out_idx.to(device=t.device, dtype=torch.long)
+    i = in_idx.to(device=t.device, dtype=torch.long)
+    shape = (o.numel(), i.numel(), *t.shape[2:])
+    if out is None:
+        out = torch.empty(shape, dtype=t.dtype, device=t.device)
+    else:
+        _check_out(out, shape, t, "compress")
+    if _pick(t.shape, method, "compress") == "flat":
+        k = prod(t.shape[2:])
+        rows = t.reshape(t.shape[0] * t.shape[1], k)
+        torch.index_select(rows, 0, _flat_rows(o, i, t.shape[1]), out=out.view(-1, k))
+    else:
+        torch.index_select(t.index_select(0, o), 1, i, out=out)  # eq. (15): t[K_out, K_in, :, :]
+    return out
+
+
+def decompress(
+    c: Tensor,
+    out_idx: Tensor,
+    in_idx: Tensor,
+    shape: torch.Size | tuple[int, ...],
+    out: Tensor | None = None,
+    *,
+    method: str = "auto",
+) -> Tensor:
+    """Zero-filled full-size tensor with ``c`` scattered at K_out x K_in (sec. 4.4.3).
+
+    Args:
+        c: compact tensor ``(|K_out|, |K_in|, KH, KW)`` (or 2-D), e.g. the all-reduced z-hat.
+        out_idx: sorted kept output indices K_out (int64, 1-D, no repeats).
+        in_idx: sorted kept input indices K_in (int64, 1-D, no repeats).
+        shape: full shape ``(C_out, C_in, KH, KW)`` (or ``(C_out, C_in)``).
+        out: optional contiguous full-size buffer of ``c``'s dtype and device; it is zeroed and filled in
+            place (no allocation of the full tensor).
+        method: ``"auto"``, ``"index_select"`` (``index_put_``) or ``"flat"`` (``index_copy_``).
+
+    Returns:
+        The full tensor: ``z[K_out[p], K_in[q]] = c[p, q]``, exactly 0 elsewhere; ``out`` when given.
+
+    Raises:
+        ValueError: if ``c``'s shape does not match the indices and ``shape``, on a wrong ``out``
+            buffer, or an unknown method.
+    """
+    shape = tuple(int(s) for s in shape)
+    if len(shape) < 2:
+        raise ValueError(f"shrinkage needs a C_out x C_in x ... shape, got {shape}")
+    o = out_idx.to(device=c.device, dtype=torch.long)
+    i = in_idx.to(device=c.device, dtype=torch.long)
+    expected = (o.numel(), i.numel(), *shape[2:])
+    if tuple(c.shape) != expected:
+        raise ValueError(f"compact tensor has shape {tuple(c.shape)}, expected {expected}")
+    if out is None:
+        out = torch.zeros(shape, dtype=c.dtype, device=c.device)
+    else:
+        _check_out(out, shape, c, "decompress")
+        out.zero_()
+    if _pick(shape, method, "decompress") == "flat":
+        k = prod(shape[2:])
+        rows = out.view(shape[0] * shape[1], k)
+        rows.index_copy_(0, _flat_rows(o, i, shape[1]), c.reshape(-1, k))
+    else:
+        out.index_put_((o[:, None], i[None, :]), c)  # sec. 4.4.3: scatter at K_out x K_in
+    return out
