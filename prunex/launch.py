@@ -29,6 +29,7 @@ import submitit
 
 from prunex.config import ConfigError, RunConfig
 from prunex.log import DONE
+from prunex.minicluster.helpers import adapt_slurm_params, export_torch_env
 
 
 def _env_int(name: str) -> int | None:
@@ -72,9 +73,16 @@ def executor_parameters(config: RunConfig, slurm: SlurmOptions | None = None) ->
 
 
 def make_executor(config: RunConfig, folder: str | Path, slurm: SlurmOptions | None = None) -> submitit.Executor:
+    """A submitit executor for the run. On a mini cluster (no GPUs) GPU requests are dropped with a
+    visible note, so the `paper` profile's Slurm parameters resolve there too."""
     cluster = {"debug": "debug", "local": "local", "slurm": "slurm"}[config.executor]
     executor = submitit.AutoExecutor(folder=str(folder), cluster=cluster)
-    executor.update_parameters(**executor_parameters(config, slurm))
+    params = executor_parameters(config, slurm)
+    if config.executor == "slurm" and os.environ.get("PRUNEX_MINICLUSTER_DIR"):
+        params, notes = adapt_slurm_params(params)
+        for note in notes:
+            print(f"[{config.name}] note: {note}", file=sys.stderr, flush=True)
+    executor.update_parameters(**params)
     return executor
 
 
@@ -97,8 +105,9 @@ class TrainJob(submitit.helpers.Checkpointable):
         self.config, self.run_dir = config, run_dir
 
     def __call__(self) -> str:
-        env = submitit.helpers.TorchDistributedEnvironment().export(overwrite=True)
-        # Where node names do not resolve (the mini cluster), the launch node's address does.
+        # TorchDistributedEnvironment().export(), plus, on a mini cluster node, the launch node's
+        # address as MASTER_ADDR (node names do not resolve) and the node's interface for gloo.
+        env = export_torch_env(set_cuda_visible_devices=True)
         if not _resolves(env.master_addr) and os.environ.get("SLURM_LAUNCH_NODE_IPADDR"):
             os.environ["MASTER_ADDR"] = os.environ["SLURM_LAUNCH_NODE_IPADDR"]
         from prunex.train import train

@@ -15,6 +15,7 @@ weights; without this, accuracy measures stale statistics rather than the weight
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 import os
@@ -35,6 +36,7 @@ from prunex.config import RunConfig
 from prunex.data import load_dataset
 from prunex.log import RunLog, collect_meta, merge_parts, write_json
 from prunex.methods import METHODS, Context
+from prunex.minicluster.wire import LINK_MODEL, link_model_active, read_counters
 from prunex.models import build_model
 from prunex.topology import backend_for, build_groups, device_for, discover, init_distributed
 
@@ -105,6 +107,9 @@ def train(config: RunConfig, run_dir: str | Path) -> Path:
 
 def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path:
     groups = build_groups(topo, config.collective_timeout_s)
+    if config.link.model == "none" and link_model_active():
+        # inside a mini cluster node the inter-node links are shaped by tc: say so in every log row
+        config = dataclasses.replace(config, link=dataclasses.replace(config.link, model=LINK_MODEL))
     comm = Comm(topo, groups, device, config.link)
     log = RunLog(run_dir, topo.rank)
     if topo.rank == 0:
@@ -120,6 +125,9 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
     test_loader = DataLoader(
         load_dataset(config.dataset, config.data_root, train=False), batch_size=256, num_workers=0
     )
+    # Kernel-counted bytes on the node's link (mini cluster only): node leaders sample their
+    # namespace's interface before the method is built (DDP broadcasts then) and after each iteration.
+    wire_last = read_counters() if topo.is_leader else None
     ctx = Context(config, topo, groups, comm, device, model, train_set, log)
     method = METHODS[config.method](ctx)
 
@@ -140,6 +148,11 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
             test_acc = evaluate(model_copy, test_loader, device)
             del model_copy
         log.append("comm", records)
+        if wire_last is not None:
+            now = read_counters()
+            log.append("wire", [{"iteration": k, "node": topo.node, "tx_bytes": now[0] - wire_last[0],
+                                 "rx_bytes": now[1] - wire_last[1]}])  # fmt: skip
+            wire_last = now
         log.append(
             "rank_steps",
             [

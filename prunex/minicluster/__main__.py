@@ -1,0 +1,99 @@
+"""``python -m prunex.minicluster up|down|status|env``."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import signal
+import sys
+
+from .cluster import (
+    DEFAULT_DIR,
+    MiniCluster,
+    MiniClusterError,
+    down_all,
+    missing_requirements,
+    requirements_message,
+)
+
+
+def _interrupt(signum, frame):  # SIGTERM/SIGHUP behave like Ctrl-C: `up` then tears down what it made
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m prunex.minicluster", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    up = sub.add_parser("up", help="bring a cluster up (a stale one in the same dir is removed first)")
+    up.add_argument("--nodes", type=int, default=2)
+    up.add_argument("--cpus-per-node", type=int, default=2)
+    up.add_argument("--inter-bw", default="1gbit", help="tc rate of every node link, e.g. 1gbit; 0 = unshaped")
+    up.add_argument("--inter-latency", default=None, help="one-way added latency, e.g. 0.2ms (needs sch_netem)")
+    up.add_argument("--mtu", type=int, default=9000)
+    up.add_argument("--mem-per-node-mb", type=int, default=None)
+    up.add_argument("-q", "--quiet", action="store_true")
+    for name in ("up", "down", "status", "env"):
+        sp = up if name == "up" else sub.add_parser(name)
+        sp.add_argument("--dir", default=DEFAULT_DIR, help=f"cluster directory (default ./{DEFAULT_DIR})")
+        if name == "down":
+            sp.add_argument("--all", action="store_true", help="remove every minicluster on this machine")
+    args = p.parse_args(argv)
+
+    if args.cmd == "up":
+        missing = missing_requirements()
+        if missing:
+            print(requirements_message(missing), file=sys.stderr)
+            return 2
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, _interrupt)
+        try:
+            c = MiniCluster(
+                args.dir,
+                nodes=args.nodes,
+                cpus_per_node=args.cpus_per_node,
+                inter_bw=args.inter_bw,
+                inter_latency=args.inter_latency,
+                mtu=args.mtu,
+                mem_per_node_mb=args.mem_per_node_mb,
+                verbose=not args.quiet,
+            )
+            c.up()
+        except KeyboardInterrupt:
+            print("prunex.minicluster: interrupted; cluster torn down", file=sys.stderr)
+            return 130
+        except MiniClusterError as e:
+            print(f"prunex.minicluster: up failed: {e}", file=sys.stderr)
+            return 1
+        print(c.status())
+        print('# client environment (eval "$(python -m prunex.minicluster env)"):')
+        for k, v in c.env().items():
+            print(f"export {k}={shlex.quote(v)}")
+        return 0
+
+    c = MiniCluster(args.dir)
+    if args.cmd == "down":
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)  # finish tearing down once started
+        if args.all:
+            gone = down_all(verbose=True)
+            print("removed: " + (", ".join(gone) if gone else "nothing"))
+            return 0
+        try:
+            removed = c.down()
+        except MiniClusterError as e:
+            print(f"prunex.minicluster: down: {e}", file=sys.stderr)
+            return 1
+        print(f"minicluster {c.dir}: " + ("removed" if removed else "nothing to remove"))
+        return 0
+    if args.cmd == "status":
+        print(c.status())
+        return 0 if c.is_up() else 3
+    if args.cmd == "env":
+        for k, v in c.env().items():
+            print(f"export {k}={shlex.quote(v)}")
+        return 0
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,246 @@
+"""A real 2-node Slurm cluster in network namespaces: bring-up, submitit jobs, failures, teardown.
+
+Needs root, Linux, slurm-wlm, munge and iproute2 (see conftest.py for the skip rule).  The teardown test
+is last on purpose: it takes the session cluster down and checks that nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from prunex.minicluster import MiniCluster
+from prunex.minicluster.cluster import missing_requirements, requirements_message
+from prunex.minicluster.probe import allreduce_probe, kill_probe
+
+pytestmark = pytest.mark.minicluster
+
+REPO = Path(__file__).resolve().parents[2]
+NBYTES = 50_000_000
+INCOMPLETE = {"READY", "PENDING", "RUNNING", "UNKNOWN", "REQUEUED", "COMPLETING", "PREEMPTED", "CONFIGURING"}
+# every cluster dir a test in this module creates, checked by the teardown test
+_CLUSTER_DIRS: list[Path] = []
+
+
+def _cli(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    e = dict(os.environ if env is None else env)
+    e["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in [e.get("PYTHONPATH")] if p])
+    return subprocess.run(
+        [sys.executable, "-m", "prunex.minicluster", *args],
+        capture_output=True,
+        text=True,
+        env=e,
+        timeout=timeout,
+        cwd=REPO,
+    )
+
+
+def _executor(folder: Path):
+    import submitit
+
+    ex = submitit.AutoExecutor(folder=folder, cluster="slurm")
+    ex.update_parameters(nodes=2, tasks_per_node=2, cpus_per_task=1, timeout_min=5)
+    return ex
+
+
+def _wait_job(job, timeout: float) -> tuple[str, float]:
+    """Wait (bounded) until every task wrote its result or Slurm calls the job finished."""
+    t0 = time.monotonic()
+    state = "UNKNOWN"
+    while time.monotonic() - t0 < timeout:
+        if all(t.paths.result_pickle.exists() for t in job._sub_jobs or [job]):
+            return "RESULTS", time.monotonic() - t0
+        state = job.watcher.get_state(job.job_id, mode="force")
+        if state.split()[0].upper() not in INCOMPLETE:
+            return state, time.monotonic() - t0
+        time.sleep(1.0)
+    return state, time.monotonic() - t0
+
+
+def _live_pids(names: tuple[str, ...], marker: str) -> list[str]:
+    """Non-zombie processes called one of ``names`` whose environment mentions ``marker``."""
+    out = []
+    for name in names:
+        res = subprocess.run(["pgrep", "-x", name], capture_output=True, text=True)
+        for pid in res.stdout.split():
+            try:
+                if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                    continue
+                if marker.encode() in Path(f"/proc/{pid}/environ").read_bytes():
+                    out.append(f"{name}:{pid}")
+            except (OSError, IndexError):
+                continue
+    return out
+
+
+def _leftovers(cluster: MiniCluster) -> dict[str, list[str]]:
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    qdiscs = subprocess.run(["tc", "qdisc", "show"], capture_output=True, text=True).stdout
+    return {
+        "netns": [ln for ln in netns.splitlines() if cluster.prefix in ln],
+        "links": [ln for ln in links.splitlines() if cluster.prefix in ln],
+        "qdiscs": [ln for ln in qdiscs.splitlines() if cluster.prefix in ln],
+        "procs": _live_pids(("slurmctld", "slurmd", "munged", "slurmstepd"), str(cluster.dir)),
+    }
+
+
+@pytest.fixture(autouse=True)
+def _needs_minicluster_host():
+    missing = missing_requirements()
+    if missing:
+        pytest.skip(requirements_message(missing))
+
+
+# --------------------------------------------------------------------------------------------- tests
+def test_up_nodes_idle_in_gpu_partition(minicluster):
+    _CLUSTER_DIRS.append(minicluster.dir)
+    res = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %P %T %c"], capture_output=True, text=True, check=True)
+    rows = sorted(line.split() for line in res.stdout.splitlines())
+    assert rows == [[minicluster.node_name(i), "gpu*", "idle", "2"] for i in range(2)], res.stdout
+
+
+def test_status_cli_shows_nodes_and_links(minicluster):
+    res = _cli("status", "--dir", str(minicluster.dir))
+    assert res.returncode == 0, res.stderr
+    for i in range(2):
+        assert minicluster.node_name(i) in res.stdout
+    assert res.stdout.count("tbf") == 4 and "rate 1Gbit" in res.stdout  # both directions of both links
+
+
+def test_submitit_allreduce_intra_vs_inter(minicluster, tmp_path, record_property):
+    ex = _executor(tmp_path / "jobs")
+    job = ex.submit(allreduce_probe, NBYTES, 2)
+    state, waited = _wait_job(job, timeout=120)
+    assert state == "RESULTS", f"job {job.job_id} ended {state} after {waited:.0f}s: {job.stderr(0)}"
+    results = job.results()
+    leaders = [r for r in results if r["leader"]]
+    assert len(results) == 4 and len(leaders) == 2
+    assert {r["node"] for r in results} == {minicluster.node_name(0), minicluster.node_name(1)}
+    assert all(r["link_model_active"] for r in results)
+    assert results[0]["master_addr"] == minicluster.node_ip(0)
+
+    intra = max(min(r["intra_s"]) for r in results)  # slowest rank's best intra-node time
+    inter = min(min(r["inter_s"]) for r in leaders)  # best inter-node time
+    tx = [t for r in leaders for t in r["tx_bytes"]]
+    rx = [t for r in leaders for t in r["rx_bytes"]]
+    # ring AllReduce of n bytes over 2 ranks sends n bytes each way: n*8/1e9 s at 1 Gbit/s
+    floor_s = NBYTES * 8 / 1e9 * (2 * (2 - 1) / 2)
+    report = {
+        "intra_s": round(intra, 4),
+        "inter_s": round(inter, 4),
+        "floor_s": floor_s,
+        "tx_bytes": tx,
+        "rx_bytes": rx,
+        "nbytes": NBYTES,
+        "wait_s": round(waited, 1),
+    }
+    print(f"\nminicluster 50MB allreduce: {json.dumps(report)}")
+    record_property("allreduce", json.dumps(report))
+    assert inter >= floor_s * 0.95, report
+    assert inter >= 3 * intra, report
+    assert tx and all(abs(t - NBYTES) <= 0.05 * NBYTES for t in tx), report
+    assert all(abs(r - NBYTES) <= 0.05 * NBYTES for r in rx), report
+
+
+def test_killed_task_fails_within_bounded_time(minicluster, tmp_path):
+    ex = _executor(tmp_path / "jobs")
+    t0 = time.monotonic()
+    job = ex.submit(kill_probe, 3, 30.0)  # rank 3 (second node) SIGKILLs itself; others wait <= 30 s
+    state, waited = _wait_job(job, timeout=90)
+    for task in job._sub_jobs:
+        task._results_timeout_s = 1  # the killed task never writes a result; don't wait 15 s for it
+    exc = job.exception()
+    elapsed = time.monotonic() - t0
+    final = job.watcher.get_state(job.job_id, mode="force")
+    print(f"\nkilled-task job {job.job_id}: state {final} after {elapsed:.1f}s")
+    assert elapsed < 90
+    assert exc is not None
+    assert final.split()[0] == "FAILED", final
+
+
+def test_interrupted_up_tears_down(tmp_path):
+    c = MiniCluster(tmp_path / "interrupted", nodes=1)
+    _CLUSTER_DIRS.append(c.dir)
+    env = dict(os.environ, PRUNEX_MINICLUSTER_PAUSE="network:30")
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in [env.get("PYTHONPATH")] if p])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "prunex.minicluster", "up", "--nodes", "1", "--dir", str(c.dir)],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not _leftovers(c)["qdiscs"] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _leftovers(c)["netns"], "up never created its namespace"
+        proc.send_signal(signal.SIGINT)  # Ctrl-C half-way
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert not any(_leftovers(c).values()), _leftovers(c)
+    assert not (c.dir / "cluster.json").exists()
+
+
+def test_stale_cluster_is_removed_by_next_up(tmp_path):
+    d = tmp_path / "stale"
+    _CLUSTER_DIRS.append(d.resolve())
+    res = _cli("up", "--nodes", "1", "--cpus-per-node", "1", "--dir", str(d), "-q")
+    assert res.returncode == 0, res.stderr
+    assert "export SLURM_CONF=" in res.stdout
+    # the session that made it is gone; now its controller dies too, leaving a half-dead cluster
+    ctl = int((d / "run" / "slurmctld.pid").read_text())
+    os.kill(ctl, signal.SIGKILL)
+    c = MiniCluster(d, nodes=1, cpus_per_node=1)
+    c.up()
+    try:
+        with c.activated():
+            res = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T"], capture_output=True, text=True)
+        assert res.stdout.split() == [c.node_name(0), "idle"]
+    finally:
+        res = _cli("down", "--dir", str(d))
+    assert res.returncode == 0 and "removed" in res.stdout
+    assert not any(_leftovers(c).values()), _leftovers(c)
+    res = _cli("down", "--dir", str(d))  # down on nothing: no-op, exit 0
+    assert res.returncode == 0 and "nothing to remove" in res.stdout
+
+
+def test_inter_latency(tmp_path):
+    """netem is optional in a kernel: with it the delay is installed, without it `up` says so and exits."""
+    from prunex.minicluster.cluster import _netem_available
+
+    d = tmp_path / "latency"
+    _CLUSTER_DIRS.append(d.resolve())
+    res = _cli("up", "--nodes", "1", "--inter-latency", "0.2ms", "--dir", str(d), "-q")
+    if _netem_available():
+        try:
+            assert res.returncode == 0, res.stderr
+            status = _cli("status", "--dir", str(d)).stdout
+            assert "netem" in status, status
+        finally:
+            _cli("down", "--dir", str(d))
+    else:
+        assert res.returncode == 1 and "sch_netem" in res.stderr, res.stderr
+    assert not any(_leftovers(MiniCluster(d)).values())
+
+
+def test_down_leaves_nothing_behind(minicluster_session):
+    c = minicluster_session
+    _CLUSTER_DIRS.append(c.dir)
+    assert c.down() is True
+    for d in _CLUSTER_DIRS:
+        left = _leftovers(MiniCluster(d))
+        assert not any(left.values()), (d, left)
+    assert c.down() is False
