@@ -178,11 +178,13 @@ class RunConfig:
     seed: int = 0
     name: str = ""  # "" = derived from method, model, dataset and topology
     experiment: str = "adhoc"  # directory level above the run
+    profile: str = "adhoc"  # the experiment profile that made the run (smoke, local, paper), for captions
     results: str = "results"
     executor: str = "local"
     eval_every: int = 1  # evaluate every this many epochs (SGD) or outer iterations (ADMM)
     bn_batches: int = 20  # BatchNorm statistics re-estimated on this many shard batches before each evaluation
     num_workers: int = 0  # DataLoader workers per process
+    train_subset: int = 0  # use only the first n training images (0: all); for smoke runs
     collective_timeout_s: float = 300.0  # every process group; a dead rank ends the job by then
     admm: ADMMConfig = field(default_factory=ADMMConfig)
     topk: TopKConfig = field(default_factory=TopKConfig)
@@ -228,11 +230,14 @@ class RunConfig:
             raise ConfigError(f"bn_batches must be >= 0, got {self.bn_batches}")
         if self.eval_every < 1:
             raise ConfigError(f"eval_every must be >= 1, got {self.eval_every}")
+        if self.train_subset < 0:
+            raise ConfigError(f"train_subset must be >= 0, got {self.train_subset}")
         if self.num_workers < 0:
             raise ConfigError(f"num_workers must be >= 0, got {self.num_workers}")
         if not self.collective_timeout_s > 0:
             raise ConfigError(f"collective timeout must be > 0 s, got {self.collective_timeout_s}")
         check_name(self.experiment, "experiment name")
+        check_name(self.profile, "profile name")
         if self.name:
             check_name(self.name)
         else:

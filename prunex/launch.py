@@ -134,35 +134,66 @@ def preflight(config: RunConfig) -> Path:
     return run_dir
 
 
+def prepare(config: RunConfig) -> Path | None:
+    """Preflight a run and clear what an unfinished earlier attempt left; None if already done."""
+    run_dir = preflight(config)
+    if (run_dir / DONE).exists():
+        return None
+    for stale in ("parts", "steps.parquet", "comm.parquet"):
+        path = run_dir / stale
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+    return run_dir
+
+
 def launch(config: RunConfig, slurm: SlurmOptions | None = None, *, echo: bool = True) -> Path:
     """Submit one run, show rank 0's progress, wait for it; returns the run directory.
 
     A finished run (DONE marker) is not run again. Raises `RuntimeError` with the job's error when
     any task fails.
     """
-    run_dir = preflight(config)
-    if (run_dir / DONE).exists():
+    run_dir = prepare(config)
+    if run_dir is None:
         if echo:
-            print(f"[{config.name}] already done: {run_dir}", flush=True)
-        return run_dir
-    for stale in ("parts", "steps.parquet", "comm.parquet"):  # a previous attempt that did not finish
-        path = run_dir / stale
-        if path.is_dir():
-            shutil.rmtree(path)
-        else:
-            path.unlink(missing_ok=True)
+            print(f"[{config.name}] already done: {run_dir_for(config)}", flush=True)
+        return run_dir_for(config)
     executor = make_executor(config, run_dir / "submitit", slurm)
     job = executor.submit(TrainJob(config, str(run_dir)))
     if echo:
         print(f"[{config.name}] submitted job {job.job_id} ({config.executor}, {config.nodes}x"
               f"{config.procs_per_node}) -> {run_dir}", flush=True)
     _follow(job, echo)
+    wait(job, config, run_dir)
+    return run_dir
+
+
+def wait(job: submitit.Job, config: RunConfig, run_dir: Path) -> None:
+    """Wait for a job; a failed task is a RuntimeError naming the run, the job and its logs."""
     try:
         job.results()
     except Exception as e:  # submitit re-raises the task's exception with its traceback text
         raise RuntimeError(f"run {config.name} failed (job {job.job_id}, logs in {run_dir / 'submitit'}): "
                            f"{_last_line(str(e))}") from e
-    return run_dir
+
+
+def submit_array(
+    configs: list[RunConfig], slurm: SlurmOptions | None = None
+) -> list[tuple[RunConfig, Path, submitit.Job]]:
+    """Submit runs that share their executor parameters as one Slurm job array (`executor.batch()`).
+
+    Finished runs are skipped. Returns (config, run dir, job) for each submitted run.
+    """
+    pending = [(c, d) for c in configs if (d := prepare(c)) is not None]
+    if not pending:
+        return []
+    folder = Path(pending[0][0].results).resolve() / pending[0][0].experiment / "submitit"
+    executor = make_executor(pending[0][0], folder, slurm)
+    executor.update_parameters(name=f"prunex-{pending[0][0].experiment}")
+    with executor.batch():
+        jobs = [executor.submit(TrainJob(c, str(d))) for c, d in pending]
+    return [(c, d, j) for (c, d), j in zip(pending, jobs, strict=True)]
 
 
 def _last_line(text: str) -> str:

@@ -77,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-every", type=int)
     p.add_argument("--bn-batches", type=int, help="BatchNorm re-estimation batches before evaluating (0: off)")
     p.add_argument("--num-workers", type=int)
+    p.add_argument("--train-subset", type=int, help="use only the first n training images")
     p.add_argument("--collective-timeout-s", type=float)
     g = p.add_argument_group("method options")
     for opt in ("iterations", "local_epochs", "freeze_iteration", "freeze_patience", "retrain_epochs",

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Subset
 
 from prunex.comm import Comm
 from prunex.config import RunConfig
@@ -122,6 +122,8 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
     model = build_model(config.model).to(device)
     seed_everything(config.seed * 1_000_003 + topo.rank)  # per-rank augmentation
     train_set = load_dataset(config.dataset, config.data_root, train=True)
+    if config.train_subset:
+        train_set = Subset(train_set, range(min(config.train_subset, len(train_set))))
     test_loader = DataLoader(
         load_dataset(config.dataset, config.data_root, train=False), batch_size=256, num_workers=0
     )

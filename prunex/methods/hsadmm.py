@@ -83,9 +83,19 @@ class ADMMMethod(Method):
             self.retrain_left = a.retrain_epochs  # converged: go on to masked retraining
         self.finished = self.retrain_left is not None and self.retrain_left <= 0
         last = self.finished or k + 1 == self.num_iterations
+        if last and self.ctx.topo.rank == 0:
+            self.ctx.log.append("final_masks", self.final_mask_rows())
         evaluate = last or (k + 1) % self.ctx.config.eval_every == 0
         return IterationResult(train_loss=loss, epoch=float(self.epochs_done), evaluate=evaluate,
                                extra={"frozen": self.engine.frozen})  # fmt: skip
+
+    def final_mask_rows(self) -> list[dict]:
+        """The global group masks of the final model, as 0/1 strings (for Fig. 13)."""
+        return [
+            {"layer": n, "out_keep": "".join(map(str, g.out_keep.int().tolist())),
+             "in_keep": "".join(map(str, g.in_keep.int().tolist())), "density": g.density()}
+            for n, g in self.engine.masks.items()
+        ]  # fmt: skip
 
     def eval_model(self) -> nn.Module:
         """The masked consensus z with the consensus BatchNorm statistics."""

@@ -1,0 +1,23 @@
+"""Fig. 8: share of PruneX's communication time per collective and level.
+
+Paper claim (sec. 5.3.3, averaged over 64 GPUs): inter-node AllReduce 68.4%, intra-node AllReduce
+17.8%, Broadcast 13.8%.
+
+    python -m experiments.latency_breakdown --profile local --results results
+"""
+
+from __future__ import annotations
+
+from experiments import cli
+from experiments.common import Profile, run
+from prunex.config import RunConfig
+
+NAME = "latency_breakdown"
+
+
+def runs(p: Profile) -> list[RunConfig]:
+    return [run(p, NAME, "hsadmm", f"hsadmm-{p.model}")]
+
+
+if __name__ == "__main__":
+    raise SystemExit(cli.main(NAME, runs, __doc__))

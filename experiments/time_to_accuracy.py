@@ -1,0 +1,25 @@
+"""Fig. 5: time to accuracy. (a) test accuracy against wall time, (b) against cumulative inter-node GB.
+
+Paper claim (sec. 5.2, 64 V100, ResNet-152, CIFAR-10): PruneX crosses the 70% target in about
+8 minutes; DDP reaches ~65% within the 14-minute window; Top-K ~50%. DDP accumulates over 60 GB
+of inter-node traffic to reach its peak accuracy.
+
+    python -m experiments.time_to_accuracy --profile local --results results
+"""
+
+from __future__ import annotations
+
+from experiments import cli
+from experiments.common import Profile, run
+from prunex.config import RunConfig
+
+NAME = "time_to_accuracy"
+METHODS = ("hsadmm", "ddp", "topk", "pactrain")
+
+
+def runs(p: Profile) -> list[RunConfig]:
+    return [run(p, NAME, m, f"{m}-{p.model}") for m in METHODS]
+
+
+if __name__ == "__main__":
+    raise SystemExit(cli.main(NAME, runs, __doc__))
