@@ -61,11 +61,70 @@ run_tests() {
   return $rc
 }
 
+usage() {
+  cat <<'TXT'
+usage: ./run_all.sh [test [PYTEST ARGS]] [--profile smoke|local|paper] [--executor debug|local|slurm]
+                    [--results DIR] [--only EXPERIMENT] [--figures-only]
+With no option: every experiment, then every figure and the claims report. The profile is `paper`
+on a real Slurm cluster and `local` elsewhere (on a mini Slurm cluster where root allows).
+--figures-only regenerates figures/ from saved logs (default: saved-logs/local) without training.
+TXT
+}
+
 main_job() {
-  # The experiment suite is filled in by later work; for now the main job runs the dense
-  # baseline once on the local executor.
-  "$PY" -m prunex.run --method ddp --model resnet20 --dataset digits --nodes 2 --procs-per-node 2 \
-    --executor local --results "${RESULTS:-results}" "$@"
+  local profile="" executor="" results="" only="" figures_only=0
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --profile) profile=$2; shift 2 ;;
+      --executor) executor=$2; shift 2 ;;
+      --results) results=$2; shift 2 ;;
+      --only) only=$2; shift 2 ;;
+      --figures-only) figures_only=1; shift ;;
+      -h|--help) usage; return 0 ;;
+      *) say "unknown option $1"; usage; return 2 ;;
+    esac
+  done
+  local cluster_dir="$ROOT/.prunex-cluster" cluster_up=0 rc=0
+  if [ $figures_only = 1 ]; then
+    results=${results:-saved-logs/local}
+    say "figures only: from $results (no training)"
+  else
+    if [ -z "$profile" ]; then
+      if command -v sinfo >/dev/null && [ -z "${PRUNEX_MINICLUSTER_DIR:-}" ] && sinfo -h >/dev/null 2>&1; then
+        profile=paper; executor=${executor:-slurm}
+        say "a Slurm cluster answers (sinfo): profile paper on it"
+      else
+        profile=local
+      fi
+    fi
+    if [ "$profile" != paper ] && [ -z "$executor" ]; then
+      if [ "$(id -u)" = 0 ] && [ "$(uname -s)" = Linux ] && bash .ci/install-minicluster.sh >/dev/null; then
+        say "no Slurm cluster; root on Linux: bringing a 2-node mini Slurm cluster up (links shaped by tc at 1 Gbit/s)"
+        "$PY" -m prunex.minicluster up --nodes 2 --cpus-per-node 2 --inter-bw 1gbit --dir "$cluster_dir"
+        cluster_up=1
+        trap '"$PY" -m prunex.minicluster down --dir "'"$cluster_dir"'" >/dev/null 2>&1 || true' EXIT INT TERM
+        eval "$("$PY" -m prunex.minicluster env --dir "$cluster_dir")"
+        executor=slurm
+      else
+        say "no Slurm cluster and no root for a mini cluster: local executor with the alpha-beta link model"
+        executor=local
+      fi
+    fi
+    results=${results:-results/$profile}
+    say "profile $profile, executor ${executor:-default}, results in $results"
+    local args=(--profile "$profile" --results "$results")
+    [ -n "$executor" ] && args+=(--executor "$executor")
+    [ -n "$only" ] && args+=(--only "$only")
+    "$PY" -m experiments.all "${args[@]}" || rc=$?
+    if [ $cluster_up = 1 ]; then
+      "$PY" -m prunex.minicluster down --dir "$cluster_dir" || true
+      trap - EXIT INT TERM
+    fi
+  fi
+  "$PY" -m analysis.all --results "$results" --out figures || rc=$?
+  say "figures: $ROOT/figures/  report: $ROOT/figures/REPORT.md"
+  [ $rc = 0 ] || say "some runs or figures failed (exit code $rc); see the lines above"
+  return $rc
 }
 
 bootstrap

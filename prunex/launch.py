@@ -135,10 +135,13 @@ def preflight(config: RunConfig) -> Path:
 
 
 def prepare(config: RunConfig) -> Path | None:
-    """Preflight a run and clear what an unfinished earlier attempt left; None if already done."""
+    """Preflight a run; None if already done. An unfinished earlier attempt with checkpoints is
+    resumed by the trainer; without checkpoints its leftovers are cleared."""
     run_dir = preflight(config)
     if (run_dir / DONE).exists():
         return None
+    if any((run_dir / "checkpoints").glob("rank*-it*.pt")):
+        return run_dir
     for stale in ("parts", "steps.parquet", "comm.parquet"):
         path = run_dir / stale
         if path.is_dir():

@@ -111,6 +111,14 @@ class RunLog:
         self.rank = rank
         self.tables: dict[str, list[dict]] = defaultdict(list)
 
+    def load_existing(self, max_iteration: int) -> None:
+        """On resume: take back this rank's flushed rows up to `max_iteration` (later ones are redone)."""
+        for part in sorted((self.run_dir / "parts").glob(f"*.rank{self.rank:05d}.parquet")):
+            df = read_parquet(part)
+            if "iteration" in df.columns:
+                df = df[df["iteration"] <= max_iteration]
+            self.tables[part.name.split(".rank")[0]] = df.to_dict("records")
+
     def append(self, table: str, rows: Iterable[dict]) -> None:
         self.tables[table].extend(rows)
 

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import io
 import json
 import math
 import os
 import random
+import shutil
 import sys
 import time
 from collections.abc import Iterable
@@ -31,10 +33,11 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader, Subset
 
+from prunex import checkpoint
 from prunex.comm import Comm
 from prunex.config import RunConfig
 from prunex.data import load_dataset
-from prunex.log import RunLog, collect_meta, merge_parts, write_json
+from prunex.log import RunLog, collect_meta, merge_parts, write_atomic, write_json
 from prunex.methods import METHODS, Context
 from prunex.minicluster.wire import LINK_MODEL, link_model_active, read_counters
 from prunex.models import build_model
@@ -134,8 +137,17 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
     method = METHODS[config.method](ctx)
 
     total = method.num_iterations
-    wall = 0.0
-    for k in range(total):
+    wall, start = 0.0, 0
+    resumed = checkpoint.load(run_dir, topo.rank, config, device)
+    if resumed is not None:  # a requeued job: go on from the last checkpoint
+        method.load_state_dict(resumed["method"])
+        checkpoint.set_rng_state(resumed["rng"])
+        wall, start = resumed["wall"], resumed["iteration"] + 1
+        log.load_existing(resumed["iteration"])
+        if topo.rank == 0:
+            print(f"[{config.name}] resumed after iteration {start}/{total}", flush=True)
+    k, test_acc = start - 1, float("nan")
+    for k in range(start, total):
         comm.iteration = k
         t0 = time.perf_counter()
         result = method.train_iteration(k)
@@ -171,8 +183,9 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
                 }
             ],
         )
-        if result.evaluate or k + 1 == total:
+        if result.evaluate or k + 1 == total or method.finished:
             log.flush()
+            checkpoint.save(run_dir, topo.rank, config, k, wall, method.state_dict())
             if topo.rank == 0:
                 acc = "" if math.isnan(test_acc) else f" acc {100 * test_acc:5.1f}%"
                 print(
@@ -186,7 +199,12 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
     log.flush()
     dist.barrier(group=groups.flat)  # every rank's parts are on disk (a control message, not logged)
     if topo.rank == 0:
+        # the trained model (ADMM: the masked consensus z), loadable with weights_only=True
+        buf = io.BytesIO()
+        torch.save(method.eval_model().state_dict(), buf)
+        write_atomic(run_dir / "final_model.pt", buf.getvalue())
         merge_parts(run_dir, done=True)
+        shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
         summary = {"iterations": k + 1, "wall_s": wall, "final_test_acc": test_acc}
         print(f"[{config.name}] done: {json.dumps(summary)}", flush=True)
     return run_dir
