@@ -6,12 +6,14 @@ experiment does not stop the others; the exit code is 1 if any run failed.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import importlib
 import sys
 import time
 
 from experiments import cli
+from prunex.lock import LockHeld, results_lock
 
 EXPERIMENTS = (
     "time_to_accuracy", "volume", "latency", "latency_breakdown", "strong_scaling", "residuals", "pareto",
@@ -28,11 +30,17 @@ def main(argv: list[str] | None = None) -> int:
         del forwarded[i : i + 2]
     failed = []
     t0 = time.monotonic()
-    for i, name in enumerate(names):
-        print(f"[all] experiment {i + 1}/{len(names)}: {name} ({time.monotonic() - t0:.0f}s so far)", flush=True)
-        module = importlib.import_module(f"experiments.{name}")
-        if cli.main(name, module.runs, module.__doc__, forwarded) != 0:
-            failed.append(name)
+    try:
+        with results_lock(args.results) if not args.dry_run else contextlib.nullcontext():
+            for i, name in enumerate(names):
+                print(f"[all] experiment {i + 1}/{len(names)}: {name} ({time.monotonic() - t0:.0f}s so far)",
+                      flush=True)  # fmt: skip
+                module = importlib.import_module(f"experiments.{name}")
+                if cli.main(name, module.runs, module.__doc__, forwarded) != 0:
+                    failed.append(name)
+    except LockHeld as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 3
     print(f"[all] {len(names) - len(failed)}/{len(names)} experiments complete in {time.monotonic() - t0:.0f}s"
           + (f"; failed: {', '.join(failed)}" if failed else ""), flush=True)  # fmt: skip
     return 1 if failed else 0

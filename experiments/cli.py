@@ -24,6 +24,7 @@ from pathlib import Path
 from experiments.common import PROFILE_NAMES, Profile, profile
 from prunex.config import EXECUTOR_NAMES, ConfigError, RunConfig
 from prunex.launch import SlurmOptions, executor_parameters, launch, preflight, run_dir_for, submit_array, wait
+from prunex.lock import LockHeld, results_lock
 from prunex.log import DONE
 
 RunsFn = Callable[[Profile], list[RunConfig]]
@@ -116,7 +117,12 @@ def main(name: str, runs_fn: RunsFn, doc: str | None = None, argv: list[str] | N
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    failures = execute(name, configs, slurm)
+    try:
+        with results_lock(args.results):
+            failures = execute(name, configs, slurm)
+    except LockHeld as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 3
     if failures:
         print(f"[{name}] {len(failures)} failed run(s):", file=sys.stderr)
         for run_name, err in failures:

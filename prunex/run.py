@@ -27,6 +27,7 @@ from prunex.config import (
     TopKConfig,
 )
 from prunex.launch import SlurmOptions, launch
+from prunex.lock import LockHeld, results_lock
 
 # command-line option -> (nested config, field)
 _NESTED_OPTIONS = {
@@ -128,7 +129,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         config = config_from_args(args)
-        run_dir = launch(config, slurm_from_args(args))
+        with results_lock(config.results):
+            run_dir = launch(config, slurm_from_args(args))
+    except LockHeld as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 3
     except (ConfigError, TypeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -150,7 +150,14 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
     for k in range(start, total):
         comm.iteration = k
         t0 = time.perf_counter()
-        result = method.train_iteration(k)
+        try:
+            result = method.train_iteration(k)
+        except Exception as e:  # name the rank, the iteration and the phase, then let the job fail
+            phase = f"the {comm.current} collective" if comm.current else "local computation"
+            raise RuntimeError(
+                f"rank {topo.rank} (node {topo.node}) failed in iteration {k} during {phase}: "
+                f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            ) from e
         iter_s = time.perf_counter() - t0
         wall += iter_s
         records = comm.drain()

@@ -76,6 +76,7 @@ class Comm:
         self.link_model = (link or LinkConfig()).model
         self._alpha_beta = AlphaBetaLink(link) if link is not None and link.model == "alpha-beta" else None
         self.iteration = 0
+        self.current: str | None = None  # the collective in flight, for error messages
         self.records: list[CommRecord] = []
         self.job_inter_bytes = 0.0  # all members' inter-node bytes of the calls this rank joined
 
@@ -100,9 +101,11 @@ class Comm:
     @contextmanager
     def _timed(self, level: str, op: str, nbytes: int, root: int = 0) -> Iterator[None]:
         self._sync()
+        self.current = f"{level} {op}"
         t0 = time.perf_counter()
         yield
         self._sync()
+        self.current = None
         if self._alpha_beta is not None:
             time.sleep(self._alpha_beta.delay(self.topo, level, op, nbytes, root))
         self.record(level, op, nbytes, time.perf_counter() - t0, root)

@@ -39,6 +39,7 @@ def recording_hook(grad_dtype: str):
     def hook(state: tuple[Comm, dist.ProcessGroup], bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
         comm, group = state
         nbytes = bucket.buffer().numel() * elem
+        comm.current = "flat allreduce (DDP bucket)"
         return comm.record_future(inner(group, bucket), "flat", "allreduce", nbytes)
 
     return hook
@@ -68,6 +69,7 @@ class DDP(StepwiseMethod):
         self.optimizer.zero_grad(set_to_none=True)
         loss = self.criterion(self.ddp(x), y)
         loss.backward()  # DDP's bucketed AllReduce runs here, overlapped with the backward
+        self.ctx.comm.current = None
         self.optimizer.step()
         return check_finite(loss.item(), "ddp step")
 
