@@ -24,6 +24,9 @@ EXPERIMENTS = (
 def main(argv: list[str] | None = None) -> int:
     args = cli.parser("all", __doc__).parse_args(argv)
     names = [n for n in EXPERIMENTS if not args.only or fnmatch.fnmatch(n, args.only)]
+    if not names:
+        print(f"error: unknown experiment {args.only!r}; known: {', '.join(EXPERIMENTS)}", file=sys.stderr)
+        return 2
     forwarded = [a for a in (argv if argv is not None else sys.argv[1:])]
     if args.only:  # --only selects experiments here, not runs
         i = forwarded.index("--only")

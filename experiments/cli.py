@@ -112,14 +112,13 @@ def main(name: str, runs_fn: RunsFn, doc: str | None = None, argv: list[str] | N
                               "params": params}, sort_keys=True))  # fmt: skip
         return 0
     try:
-        for c in configs:  # bad data roots or results paths: one line, before anything launches
-            preflight(c)
+        with results_lock(args.results):
+            for c in configs:  # bad data roots or results paths: one line, before anything launches
+                preflight(c)
+            failures = execute(name, configs, slurm)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    try:
-        with results_lock(args.results):
-            failures = execute(name, configs, slurm)
     except LockHeld as e:
         print(f"error: {e}", file=sys.stderr)
         return 3

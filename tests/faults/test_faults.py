@@ -1,0 +1,151 @@
+"""Fault injection with real processes: dead ranks, divergence, torn writes, locks, bad input."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from prunex.log import merge_parts, read_parquet, write_atomic
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _prunex_run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "prunex.run", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)  # fmt: skip
+
+
+def _task_pids(folder: Path, rank: int) -> list[int]:
+    """Processes of a submitit local job task, found by their environment and command line."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes()
+            env = (proc / "environ").read_bytes()
+        except OSError:
+            continue
+        if str(folder).encode() in cmd and f"SUBMITIT_LOCAL_GLOBALID={rank}\0".encode() in env:
+            pids.append(int(proc.name))
+    return pids
+
+
+@pytest.mark.slow
+def test_killed_rank_ends_the_job_in_bounded_time(data_root: Path, tmp_path: Path) -> None:
+    timeout_s = 20
+    cmd = [sys.executable, "-m", "prunex.run", "--method", "ddp", "--nodes", "2", "--procs-per-node", "2",
+           "--epochs", "50", "--train-subset", "512", "--bn-batches", "1", "--collective-timeout-s", str(timeout_s),
+           "--results", str(tmp_path), "--name", "victim"]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run_dir = tmp_path / "adhoc" / "victim"
+    deadline = time.monotonic() + 180
+    while not list((run_dir / "parts").glob("rank_steps.rank00003.parquet")):  # an epoch is logged
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() else "slow"
+        time.sleep(0.2)
+    pids = _task_pids(run_dir / "submitit", 3)
+    assert pids, "rank 3 not found"
+    killed_at = time.monotonic()
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    _, err = proc.communicate(timeout=timeout_s + 90)
+    elapsed = time.monotonic() - killed_at
+    assert proc.returncode == 1
+    lines = [ln for ln in err.strip().splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1 and "run victim failed" in lines[0], err[-2000:]
+    assert elapsed < timeout_s + 60, elapsed  # bounded by the collective timeout, not a hang
+    # the finished iterations' logs stay readable
+    tables = merge_parts(run_dir)
+    assert len(tables["steps"]) >= 1 and not (run_dir / "DONE").exists()
+
+
+@pytest.mark.slow
+def test_divergence_stops_with_a_clear_message_and_no_nan_logged(data_root: Path, tmp_path: Path) -> None:
+    out = _prunex_run("--method", "hsadmm", "--nodes", "1", "--procs-per-node", "2", "--iterations", "3",
+                      "--local-epochs", "1", "--train-subset", "256", "--lr", "1e12", "--bn-batches", "1",
+                      "--results", str(tmp_path), "--name", "diverge")  # fmt: skip
+    assert out.returncode == 1
+    assert "failed in iteration 0 during local computation: FloatingPointError: loss became" in out.stderr
+    for part in (tmp_path / "adhoc" / "diverge").glob("parts/*.parquet"):
+        df = read_parquet(part)
+        assert not df.select_dtypes("number").isin([float("inf"), float("-inf")]).any().any()
+        assert "train_loss" not in df or df["train_loss"].notna().all()
+
+
+_KILL_BEFORE_RENAME = """
+import os, signal, sys
+sys.path.insert(0, {root!r})
+import prunex.log as log
+real_replace = os.replace
+def dying_replace(src, dst):
+    os.kill(os.getpid(), signal.SIGKILL)  # the writer dies between write+fsync and rename
+os.replace = dying_replace
+log.write_atomic({path!r}, b"new contents that must never be seen half-written" * 1000)
+"""
+
+
+def test_writer_killed_before_rename_leaves_the_old_file(tmp_path: Path) -> None:
+    target = tmp_path / "steps.parquet"
+    pd.DataFrame({"iteration": [0, 1], "train_loss": [2.0, 1.5]}).to_parquet(target)
+    before = target.read_bytes()
+    proc = subprocess.run([sys.executable, "-c", _KILL_BEFORE_RENAME.format(root=str(ROOT), path=str(target))],
+                          capture_output=True, timeout=60)  # fmt: skip
+    assert proc.returncode == -signal.SIGKILL
+    assert target.read_bytes() == before  # the old version, whole
+    assert list(read_parquet(target)["train_loss"]) == [2.0, 1.5]
+    write_atomic(target, b"x")  # the next writer is not disturbed by the dead one's temp file
+    assert target.read_bytes() == b"x"
+
+
+def test_second_suite_on_a_locked_results_dir_exits(tmp_path: Path) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"import sys, time; sys.path.insert(0, {str(ROOT)!r}); from prunex.lock import "
+         f"results_lock\nwith results_lock({str(tmp_path)!r}):\n    print('held', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        out = subprocess.run([sys.executable, "-m", "experiments.latency", "--profile", "smoke", "--results",
+                              str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert out.returncode == 3
+        assert f"is in use by pid {holder.pid}" in out.stderr
+        assert not (tmp_path / "latency").exists()  # nothing written
+        owner = json.loads((tmp_path / ".prunex.lock").read_text())
+        assert owner["pid"] == holder.pid
+    finally:
+        holder.kill()
+        holder.wait()
+    # the dead holder's lock is stale now: a new run takes it over
+    from prunex.lock import results_lock
+
+    with results_lock(tmp_path):
+        assert json.loads((tmp_path / ".prunex.lock").read_text())["pid"] == os.getpid()
+
+
+def test_unknown_experiment(tmp_path: Path, capsys) -> None:
+    from experiments import all as all_experiments
+
+    assert all_experiments.main(["--only", "no_such_experiment", "--results", str(tmp_path)]) == 2
+    assert "unknown experiment 'no_such_experiment'" in capsys.readouterr().err
+
+
+def test_checkpoint_of_another_configuration_is_refused(tmp_path: Path) -> None:
+    import dataclasses
+
+    import torch
+
+    from prunex import checkpoint
+    from prunex.config import RunConfig
+
+    cfg = RunConfig(method="hsadmm")
+    checkpoint.save(tmp_path, 0, cfg, 3, 1.0, {"w": torch.ones(2)})
+    assert checkpoint.load(tmp_path, 0, cfg, torch.device("cpu"))["iteration"] == 3  # weights_only load
+    other = dataclasses.replace(cfg, lr=0.1, admm=dataclasses.replace(cfg.admm, channel_keep=0.25))
+    with pytest.raises(checkpoint.CheckpointMismatch, match="fields admm.channel_keep, lr differ"):
+        checkpoint.load(tmp_path, 0, other, torch.device("cpu"))
