@@ -1,0 +1,61 @@
+"""Every figure and the claims report, from one results directory.
+
+    python -m analysis.all --results results --out figures
+
+A figure whose logs are corrupt fails with a one-line message naming the file and the others go
+on; the exit code is 1 when anything failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from analysis.common import LogError, render, report_result
+from analysis.report import SPECS, write_report
+
+
+def run_all(results: Path, out: Path) -> list[str]:
+    """Render every figure, then the report; returns one message per failure."""
+    failures = []
+    for spec in SPECS:
+        try:
+            report_result(render(spec, results, out))
+        except LogError as e:
+            failures.append(f"{spec.name}: {e}")
+            print(f"error: {failures[-1]}", file=sys.stderr)
+        except Exception as e:  # a bug must not stop the other figures; the exit code still says so
+            failures.append(f"{spec.name}: unexpected {type(e).__name__}: {e}")
+            print(f"error: {failures[-1]}", file=sys.stderr)
+    try:
+        table, error = write_report(results, out)
+        counts = table["verdict"].value_counts()
+        print(f"report: wrote {out / 'REPORT.md'} and claims.csv: " + ", ".join(f"{n} {v}" for v, n in counts.items()))
+        for r in table[table["verdict"] == "error"].to_dict("records"):
+            failures.append(f"report: claim {r['claim_id']}: {r['detail']}")
+            print(f"error: {failures[-1]}", file=sys.stderr)
+        if error and not (table["verdict"] == "error").any():
+            failures.append("report: a figure's logs could not be read (see REPORT.md)")
+    except Exception as e:
+        failures.append(f"report: unexpected {type(e).__name__}: {e}")
+        print(f"error: {failures[-1]}", file=sys.stderr)
+    return failures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m analysis.all", description="every PruneX figure and the report")
+    parser.add_argument("--results", default="results", help="results directory (default: results)")
+    parser.add_argument("--out", default="figures", help="output directory (default: figures)")
+    args = parser.parse_args(argv)
+    failures = run_all(Path(args.results), Path(args.out))
+    if failures:
+        print(f"{len(failures)} failure(s):", file=sys.stderr)
+        for f in failures:
+            print(f"  {f}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

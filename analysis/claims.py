@@ -1,0 +1,220 @@
+"""Every numeric claim of the PruneX paper, encoded once as data; `analysis.report` measures them.
+
+A claim names the experiment whose logs measure it, the measurement (`measure`, a key of
+`analysis.report.MEASURES`), the paper's value and unit, and a tolerance:
+
+- `rel`: |measured / paper - 1| <= tolerance;     `abs`: |measured - paper| <= tolerance;
+- `at_least`: measured >= paper - tolerance;       `at_most`: measured <= paper + tolerance;
+- `ordering`: a qualitative statement (paper_value is NaN), true or false in the logs.
+
+`needs` lists what a run must share with the paper's set-up for the value to be comparable:
+`cifar10` (the dataset), `64gpus` (16 x 4 workers), `gpu` (CUDA devices), `v100` (the paper's GPU),
+`inter_link` (inter-node collectives cross a real or modelled slow link, not one machine's
+loopback), `multinode` (two nodes or more). A claim whose value is not comparable in the available logs is judged by its
+`ordering` fallback when it has one (times in minutes are never comparable across hardware), and
+is otherwise `not measurable in this profile`; `ordering_needs` is what the ordering itself needs
+(a communication-time ordering means nothing without a slow inter-node link).
+
+Paper: "PruneX: A Hierarchical Communication-Efficient System for Distributed CNN Training with
+Structured Pruning" (Olama et al., 2025), 64 V100 GPUs (16 nodes x 4) of Puhti, CIFAR-10.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+NAN = math.nan
+PAPER_SETUP = ("cifar10", "64gpus", "gpu")
+
+# Parameter counts measured with prunex.models.count_parameters on the models analysis may not
+# build (no torch here): torchvision 0.29.1 classes with the CIFAR stem (3x3 stride-1 first
+# convolution, no max-pool) and 10 classes. The paper's Table 2 (~11M, ~69M, ~60M) matches
+# torchvision's ImageNet variants (7x7 stem, 1000 classes): 11,689,512 / 68,883,240 / 60,192,808,
+# i.e. ours + (fc 1000 vs 10 classes) + (7x7 vs 3x3 stem, 7,680 weights).
+PARAM_COUNTS = {"resnet18": 11_173_962, "resnet152": 58_156_618, "wide_resnet50_2": 66_847_050}
+IMAGENET_PARAM_COUNTS = {"resnet18": 11_689_512, "resnet152": 60_192_808, "wide_resnet50_2": 68_883_240}
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    source: str  # where the paper states it
+    text: str  # the claim in words
+    paper_value: float  # NaN for qualitative claims
+    unit: str
+    experiment: str  # the results/<experiment> directory that measures it ("" = no logs needed)
+    measure: str  # key of analysis.report.MEASURES
+    tolerance: float = 0.0
+    kind: str = "rel"  # rel | abs | at_least | at_most | ordering
+    method: str | None = None
+    model: str | None = None
+    arg: str | float | None = None  # measure-specific (a category, a pruning ratio, ...)
+    needs: tuple[str, ...] = ()
+    ordering_fallback: bool = False  # judge by the qualitative ordering when the value is not comparable
+    ordering_needs: tuple[str, ...] = ()  # what the ordering itself needs to mean something
+    note: str = ""
+
+
+def _reduction(before: float, after: float) -> float:
+    return round(100 * (1 - after / before), 1)
+
+
+CLAIMS: list[Claim] = [
+    # -- communication volume (Fig. 6) ------------------------------------------------------------
+    Claim("volume_reduction", "abstract; sec. 5.3.1", "PruneX sends ~60% less inter-node volume than dense DDP "
+          "(mean over the models with both runs)", 60.0, "%", "volume", "volume_reduction", 10.0, "abs",
+          note="dimensionless; depends on the experiment's training budgets of both methods"),
+    *[
+        Claim(f"volume_{tag}_{m}", "Fig. 6b; sec. 5.3.1", f"{label} total inter-node volume, {name}", value, "GB",
+              "volume", "volume_total", 0.15, "rel", method=m, model=model, needs=PAPER_SETUP)
+        for tag, model, label, dense, pruned in [
+            ("r18", "resnet18", "ResNet-18", 2.53, 1.01),
+            ("wrn", "wide_resnet50_2", "WRN-50-2", 14.88, 5.97),
+            ("r152", "resnet152", "ResNet-152", 13.00, 5.21),
+        ]
+        for m, name, value in [("ddp", "DDP (dense)", dense), ("hsadmm", "PruneX", pruned)]
+    ],
+    *[
+        Claim(f"volume_{tag}_reduction", "Fig. 6b; sec. 5.3.1", f"{label}: PruneX's reduction of inter-node volume "
+              "vs DDP", _reduction(dense, pruned), "%", "volume", "volume_reduction", 10.0, "abs", model=model)
+        for tag, model, label, dense, pruned in [
+            ("r18", "resnet18", "ResNet-18", 2.53, 1.01),
+            ("wrn", "wide_resnet50_2", "WRN-50-2", 14.88, 5.97),
+            ("r152", "resnet152", "ResNet-152", 13.00, 5.21),
+        ]
+    ],
+    Claim("message_r152_dense", "Fig. 6a; sec. 5.3.1", "ResNet-152 dense inter-node message per iteration ~220 MB",
+          220.0, "MB", "volume", "dense_message", 0.10, "rel", model="resnet152",
+          note="58.16M fp32 parameters are 232.6 MB = 221.8 MiB: the paper's ~220 MB is likely MiB"),
+    Claim("message_r152_compressed", "Fig. 6a; sec. 5.3.1", "the compressed message stabilises at ~40% of the dense "
+          "size (ResNet-152; other models when it is absent)", 40.0, "%", "volume", "compressed_fraction", 10.0,
+          "abs", model="resnet152"),
+    # -- latency (Figs. 7, 8) ---------------------------------------------------------------------
+    Claim("latency_ddp", "Fig. 7; sec. 5.3.2", "DDP per-iteration communication latency ~0.50 s", 0.50, "s",
+          "latency", "latency_median", 0.25, "rel", method="ddp", needs=(*PAPER_SETUP, "v100"),
+          ordering_fallback=True, ordering_needs=("inter_link",)),
+    Claim("latency_prunex", "Fig. 7; sec. 5.3.2", "PruneX per-iteration communication latency ~0.10 s", 0.10, "s",
+          "latency", "latency_median", 0.25, "rel", method="hsadmm", needs=(*PAPER_SETUP, "v100"),
+          ordering_fallback=True, ordering_needs=("inter_link",)),
+    Claim("latency_speedup", "sec. 5.3.2", "~5x faster synchronisation than DDP (0.50 s / 0.10 s)", 5.0, "x",
+          "latency", "latency_speedup", 0.5, "rel", needs=("inter_link",),
+          note="iterations differ: an optimizer step for DDP, an outer ADMM iteration for PruneX"),
+    Claim("latency_flat_spikes", "sec. 5.3.2", "PruneX (AR), the flat consensus, has higher and more variable "
+          "latency than hierarchical PruneX", NAN, "", "latency", "latency_flat_worse", kind="ordering",
+          needs=("inter_link",)),
+    *[
+        Claim(f"breakdown_{key}", "Fig. 8; sec. 5.3.3", f"{cat} share of PruneX's communication time", value, "%",
+              "latency_breakdown", "breakdown_share", 10.0, "abs", arg=cat, needs=("inter_link",),
+              note="share among the paper's three categories (mask sync and residual AllReduce left out)")
+        for key, cat, value in [
+            ("inter", "Inter-node AllReduce", 68.4),
+            ("intra", "Intra-node AllReduce", 17.8),
+            ("broadcast", "Broadcast", 13.8),
+        ]
+    ],
+    # -- strong scaling (Fig. 9), 8 -> 64 GPUs -----------------------------------------------------
+    Claim("scaling_prunex_speedup", "abstract; Fig. 9a; sec. 5.4", "PruneX speedup from 8 to 64 GPUs", 6.75, "x",
+          "strong_scaling", "scaling", 0.15, "rel", method="hsadmm", arg="speedup", needs=("gpu",)),
+    Claim("scaling_prunex_efficiency", "Fig. 9b; sec. 5.4", "PruneX parallel efficiency at 64 GPUs", 84.4, "%",
+          "strong_scaling", "scaling", 10.0, "abs", method="hsadmm", arg="efficiency", needs=("gpu",)),
+    Claim("scaling_ddp_speedup", "abstract; Fig. 9a; sec. 5.4", "DDP speedup from 8 to 64 GPUs", 5.81, "x",
+          "strong_scaling", "scaling", 0.15, "rel", method="ddp", arg="speedup", needs=("gpu",)),
+    Claim("scaling_ddp_efficiency", "Fig. 9b; sec. 5.4", "DDP parallel efficiency at 64 GPUs", 72.7, "%",
+          "strong_scaling", "scaling", 10.0, "abs", method="ddp", arg="efficiency", needs=("gpu",),
+          note="5.81 / 8 = 72.6%: the paper rounds differently"),
+    Claim("scaling_topk_speedup", "abstract; Fig. 9a; sec. 5.4", "Top-K speedup from 8 to 64 GPUs", 3.71, "x",
+          "strong_scaling", "scaling", 0.15, "rel", method="topk", arg="speedup", needs=("gpu",)),
+    Claim("scaling_ordering", "abstract; sec. 5.4", "PruneX scales better than DDP, and DDP better than Top-K "
+          "(speedup at the largest common GPU count)", NAN, "", "strong_scaling", "scaling_ordering", kind="ordering"),
+    # -- time to accuracy (Fig. 5) -------------------------------------------------------------------
+    Claim("tta_prunex_minutes", "Fig. 5a; sec. 5.2.1", "PruneX crosses the 70% accuracy target in ~8 min "
+          "(ordering: PruneX reaches 70% before DDP and Top-K)", 8.0, "min", "time_to_accuracy", "tta_minutes", 0.25,
+          "rel", method="hsadmm", model="resnet152", needs=(*PAPER_SETUP, "v100"), ordering_fallback=True,
+          ordering_needs=("inter_link",)),
+    Claim("tta_ddp_window", "Fig. 5a; sec. 5.2.1", "DDP reaches only ~65% within the time window "
+          "(ordering: below PruneX at the end of the common window)", 65.0, "%", "time_to_accuracy",
+          "tta_window_accuracy", 3.0, "abs", method="ddp", model="resnet152", needs=(*PAPER_SETUP, "v100"),
+          ordering_fallback=True, ordering_needs=("inter_link",)),
+    Claim("tta_topk_final", "Fig. 5a; sec. 5.2.1", "Top-K ends at ~50% accuracy (ordering: below DDP at the end of "
+          "the common window)", 50.0, "%", "time_to_accuracy", "tta_window_accuracy", 3.0, "abs", method="topk",
+          model="resnet152", needs=(*PAPER_SETUP, "v100"), ordering_fallback=True,
+          ordering_needs=("inter_link",)),
+    Claim("gb_ddp_to_peak", "Fig. 5b; sec. 5.2.2", "DDP needs > 60 GB of inter-node traffic to reach its peak "
+          "accuracy (ordering: more than PruneX needs to its peak)", 60.0, "GB", "time_to_accuracy", "gb_to_peak",
+          0.0, "at_least", method="ddp", model="resnet152", needs=PAPER_SETUP, ordering_fallback=True,
+          ordering_needs=("multinode",)),
+    # -- convergence (Figs. 10, 11; sec. 4.5) ---------------------------------------------------------
+    Claim("residual_intra_decay", "Fig. 10; sec. 5.5.1", "intra-node primal residuals fall from ~1e0 to ~1e-2 on "
+          "every rank (orders of magnitude of decay, fc and a conv layer, worst rank)", 2.0, "decades", "residuals",
+          "residual_decay", 1.0, "at_least", method="hsadmm"),
+    Claim("mask_drift_zero", "sec. 4.5", "mask drift reaches zero within the first 5-15 iterations (the first "
+          "iteration of the zero-drift tail, worst run)", 15.0, "iterations", "", "drift_zero", 0.0, "at_most",
+          method="hsadmm", note="T_freeze = 15 freezes the mask by construction; frozen iterations are not counted"),
+    # -- sparsity-accuracy trade-off (Fig. 12) ---------------------------------------------------------
+    Claim("pareto_r152_unpruned", "sec. 5.6.1", "ResNet-152 unpruned test accuracy", 85.96, "%", "pareto",
+          "pareto_accuracy", 2.0, "abs", model="resnet152", arg=0.0, needs=("cifar10",)),
+    Claim("pareto_r152_50", "sec. 5.6.1", "ResNet-152 test accuracy at 50% channel pruning", 81.39, "%", "pareto",
+          "pareto_accuracy", 2.0, "abs", model="resnet152", arg=0.5, needs=("cifar10",),
+          note="Fig. 12's caption says 82.8% for the same point"),
+    Claim("pareto_r152_drop20", "sec. 5.6.1", "ResNet-152 accuracy drop exceeds 1 point by 20% pruning", 1.0,
+          "points", "pareto", "pareto_drop", 0.0, "at_least", model="resnet152", arg=0.2, needs=("cifar10",)),
+    Claim("pareto_r152_drop40", "sec. 5.6.1", "ResNet-152 accuracy drop at 40% pruning ~3.8 points", 3.8, "points",
+          "pareto", "pareto_drop", 1.5, "abs", model="resnet152", arg=0.4, needs=("cifar10",)),
+    Claim("pareto_r152_drop50", "sec. 5.6.1", "ResNet-152 accuracy drop at 50% pruning ~4.6 points", 4.6, "points",
+          "pareto", "pareto_drop", 1.5, "abs", model="resnet152", arg=0.5, needs=("cifar10",)),
+    Claim("pareto_shape", "Fig. 12 caption", "accuracy holds up to 50% pruning and drops swiftly only in the "
+          "hyper-sparse regime (drop 0->50% smaller than drop 50%->max >= 70%, every model)", NAN, "", "pareto",
+          "pareto_shape", kind="ordering"),
+    # -- model sizes (Table 2) ----------------------------------------------------------------------------
+    *[
+        Claim(f"params_{model}", "Table 2", f"{label} has ~{value:g}M parameters", value, "M", "", "param_count",
+              0.05, "rel", model=model, note="the paper's counts are torchvision's ImageNet variants "
+              f"({IMAGENET_PARAM_COUNTS[model] / 1e6:.2f}M); CIFAR-10 models are smaller")
+        for model, label, value in [("resnet18", "ResNet-18", 11.0), ("wide_resnet50_2", "WRN-50-2", 69.0),
+                                    ("resnet152", "ResNet-152", 60.0)]
+    ],
+]  # fmt: skip
+
+CLAIMS_BY_ID = {c.id: c for c in CLAIMS}
+assert len(CLAIMS_BY_ID) == len(CLAIMS), "claim ids must be unique"
+
+
+@dataclass(frozen=True)
+class Contradiction:
+    id: str
+    first: str  # where and what
+    second: str
+    consequence: str  # what we do about it
+
+
+CONTRADICTIONS: list[Contradiction] = [
+    Contradiction("ddp_volume", "sec. 5.2.2: DDP accumulates over 60 GB of inter-node traffic to reach its peak "
+                  "accuracy (ResNet-152, Fig. 5b)", "sec. 5.3.1 / Fig. 6b: DDP's total inter-node traffic on "
+                  "ResNet-152 is 13.00 GB", "both are claims; we measure both (gb_ddp_to_peak, volume_r152_ddp)"),
+    Contradiction("r152_50pct", "sec. 5.6.1: ResNet-152 retains 81.39% at 50% pruning (a 4.6-point drop from "
+                  "85.96%)", "Fig. 12 caption: 82.8% at 50% structured (channel) sparsity",
+                  "we compare with the text's 81.39% (it is consistent with its own 4.6-point drop)"),
+    Contradiction("eq9", "eq. (9): z~_i = [rho_1 sum_j (theta_ij + u_ij) + rho_2 (z_i - v_i)] / gamma with "
+                  "gamma = lambda/M + rho_1 + rho_2", "the minimiser of the augmented Lagrangian eq. (6) in z_i: "
+                  "rho_2 (z - v_i) in the numerator and gamma = lambda/M + P rho_1 + rho_2 (P intra-node terms)",
+                  "prunex implements the derivation (prunex/admm/hsadmm.py), not eq. (9) as printed"),
+    Contradiction("eq6_eq7", "eq. (6) scales the data term by 1/N", "eq. (7), the theta step of the same "
+                  "Lagrangian, has f_ij without 1/N", "prunex follows eq. (7) (see prunex/admm/hsadmm.py)"),
+    Contradiction("table2", "Table 2: ~11M, ~69M, ~60M parameters for ResNet-18, WRN-50-2, ResNet-152 trained on "
+                  "CIFAR-10", "the CIFAR-10 models (3x3 stem, 10 classes) have 11.17M, 66.85M, 58.16M; the "
+                  "table's numbers are torchvision's ImageNet variants (11.69M, 68.88M, 60.19M)",
+                  "we report the measured CIFAR-10 counts"),
+    Contradiction("colours", "Fig. 5 caption: PruneX green, DDP blue, Top-K pink", "Fig. 7 caption: PruneX blue, "
+                  "DDP red, PruneX (AR) yellow", "one colour per method in every figure (analysis/style.py)"),
+    Contradiction("drift_figure", "sec. 4.5: mask drift converges to zero within 5-15 iterations \"(see Figure 6)\"",
+                  "Figure 6 shows data volume, no figure shows mask drift",
+                  "we measure drift from masks.parquet (claim mask_drift_zero)"),
+    Contradiction("fig10_panels", "sec. 5.5.1: Fig. 10 (a),(b) intra-node residuals of fc and conv, (c),(d) "
+                  "inter-node", "Fig. 10 caption: (a) intra-node and (b) inter-node residuals",
+                  "fig10 follows the text: four panels (a)-(d)"),
+    Contradiction("baselines", "sec. 5.1.4: \"two distinct baselines\"", "it then lists three: DDP, Top-K and "
+                  "PruneX (AR)", "the suite runs ddp, topk and flat_admm (and pactrain)"),
+    Contradiction("scaling_efficiency", "sec. 5.4: DDP 5.81x speedup", "sec. 5.4: 72.7% efficiency, but 5.81/8 = "
+                  "72.6%", "minor rounding; tolerances absorb it"),
+]  # fmt: skip

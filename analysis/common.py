@@ -1,0 +1,436 @@
+"""Reading run logs, captions, figure output and the command line shared by every figure module.
+
+Analysis reads only `RESULTS/<experiment>/<run_id>/` (config.json, meta.json, parquet tables) and
+never imports training code: `prunex.log` is imported for `read_parquet`, `LogError` and the column
+lists only, and it imports no torch (tests/test_analysis.py checks that).
+
+A finished run (its `DONE` marker) is read from its merged tables. A run without `DONE` is partial:
+its tables are rebuilt in memory from the ranks' `parts/` files the way `prunex.log.merge_parts`
+does it (nothing is written), and every figure using it says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import textwrap
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import pandas as pd
+from matplotlib.figure import Figure
+
+from analysis import style  # selects the Agg backend before any figure exists
+from prunex.log import COMM_COLUMNS, DONE, RANK_STEP_COLUMNS, STEPS_COLUMNS, LogError, read_parquet
+
+RESIDUAL_COLUMNS = ["run_id", "iteration", "rank", "node", "layer", "level", "primal", "dual", "rho"]
+MASK_COLUMNS = [
+    "run_id", "iteration", "layer", "kind", "node", "kept_out", "total_out", "kept_in", "total_in", "density", "drift",
+]  # fmt: skip
+WIRE_COLUMNS = ["run_id", "iteration", "node", "tx_bytes", "rx_bytes"]
+FINAL_MASK_COLUMNS = ["run_id", "layer", "out_keep", "in_keep"]
+TABLE_COLUMNS: dict[str, list[str]] = {
+    "steps": STEPS_COLUMNS,
+    "comm": COMM_COLUMNS,
+    "residuals": RESIDUAL_COLUMNS,
+    "masks": MASK_COLUMNS,
+    "wire": WIRE_COLUMNS,
+    "final_masks": FINAL_MASK_COLUMNS,
+}
+TARGET_ACC_PCT = 70.0  # the paper's time-to-accuracy target (Fig. 5a)
+
+
+def _part_columns(table: str) -> list[str]:
+    """Columns a rank's part file must have: merge_parts adds run_id (and link_model to comm)."""
+    if table == "rank_steps":
+        return RANK_STEP_COLUMNS
+    return [c for c in TABLE_COLUMNS[table] if c not in ("run_id", "link_model")]
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        obj = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise LogError(f"{path}: missing") from None
+    except (OSError, ValueError) as e:
+        raise LogError(f"{path}: not a readable JSON file ({type(e).__name__}: {e})") from None
+    if not isinstance(obj, dict):
+        raise LogError(f"{path}: not a prunex log (expected a JSON object)")
+    return obj
+
+
+@dataclass
+class Run:
+    """One run directory: its config, meta and tables (read lazily, cached)."""
+
+    path: Path
+    experiment: str
+    config: dict[str, Any]
+    meta: dict[str, Any]
+    done: bool
+    _cache: dict[str, pd.DataFrame | None] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def load(cls, path: Path, experiment: str) -> Run:
+        config = _read_json(path / "config.json")
+        missing = [k for k in ("method", "model", "dataset", "nodes", "procs_per_node") if k not in config]
+        if missing:
+            raise LogError(f"{path / 'config.json'}: not a prunex run config, missing keys {missing}")
+        meta = _read_json(path / "meta.json") if (path / "meta.json").exists() else {}
+        return cls(path, experiment, config, meta, (path / DONE).exists())
+
+    # -- identity -------------------------------------------------------------------------------
+    @property
+    def run_id(self) -> str:
+        return str(self.config.get("name") or self.path.name)
+
+    @property
+    def method(self) -> str:
+        return str(self.config["method"])
+
+    @property
+    def model(self) -> str:
+        return str(self.config["model"])
+
+    @property
+    def dataset(self) -> str:
+        return str(self.config["dataset"])
+
+    @property
+    def nodes(self) -> int:
+        return int(self.config["nodes"])
+
+    @property
+    def procs_per_node(self) -> int:
+        return int(self.config["procs_per_node"])
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.procs_per_node
+
+    @property
+    def profile(self) -> str:
+        return str(self.config.get("profile", "unknown"))
+
+    @property
+    def admm(self) -> dict[str, Any]:
+        return dict(self.config.get("admm") or {})
+
+    @property
+    def device_type(self) -> str:
+        return str(self.meta.get("device") or "unknown").split(":")[0]
+
+    @property
+    def hardware(self) -> str:
+        hw = self.meta.get("hardware") or "unknown hardware (no meta.json)"
+        return f"{hw} ({'GPU' if self.device_type == 'cuda' else self.device_type.upper()})"
+
+    @property
+    def emulated(self) -> bool:
+        topo = self.meta.get("topology") or {}
+        return bool(topo.get("emulated", False))
+
+    @property
+    def link_model(self) -> str:
+        return str(self.meta.get("link_model") or (self.config.get("link") or {}).get("model") or "none")
+
+    @property
+    def has_inter_link(self) -> bool:
+        """Inter-node collectives cross a real or modelled slow link (not one machine's loopback)."""
+        return self.nodes >= 2 and (self.link_model != "none" or not self.emulated)
+
+    def topology(self) -> str:
+        unit = ("GPU" if self.device_type == "cuda" else "process") + ("" if self.world_size == 1 else "es")
+        unit = unit.replace("GPUes", "GPUs")
+        extra = ", nodes emulated on one machine" if self.emulated else ""
+        return f"{self.nodes}x{self.procs_per_node} ({self.world_size} {unit}{extra})"
+
+    def link(self) -> str:
+        model = self.link_model
+        link = self.config.get("link") or {}
+        if model == "alpha-beta":
+            alpha = float(link.get("alpha_s", float("nan"))) * 1e6
+            return f"alpha-beta model (alpha {alpha:g} us, {link.get('bandwidth_gbit', '?')} Gbit/s)"
+        if model == "netns-tc":
+            return "netns-tc (tc-shaped veth links, mini cluster)"
+        if model == "none":
+            return "none = real network" + (" (one machine: loopback)" if self.emulated and self.nodes > 1 else "")
+        return model
+
+    # -- tables ---------------------------------------------------------------------------------
+    def _parts(self, table: str) -> list[Path]:
+        return sorted((self.path / "parts").glob(f"{table}.rank*.parquet"))
+
+    def _concat_parts(self, table: str) -> pd.DataFrame | None:
+        files = self._parts(table)
+        if not files:
+            return None
+        return pd.concat([read_parquet(f, _part_columns(table)) for f in files], ignore_index=True)
+
+    def table(self, name: str) -> pd.DataFrame | None:
+        """The run's table `name`, or None when the run has not written it (yet)."""
+        if name not in self._cache:
+            self._cache[name] = self._load_table(name)
+        df = self._cache[name]
+        return None if df is None else df.copy()
+
+    def _load_table(self, name: str) -> pd.DataFrame | None:
+        merged = self.path / f"{name}.parquet"
+        part_name = "rank_steps" if name == "steps" else name
+        use_parts = bool(self._parts(part_name)) and (not self.done or not merged.exists())
+        if not use_parts:
+            return read_parquet(merged, TABLE_COLUMNS.get(name)) if merged.exists() else None
+        if name == "steps":
+            return self._steps_from_parts()
+        df = self._concat_parts(name)
+        assert df is not None
+        if "run_id" not in df.columns:
+            df.insert(0, "run_id", self.run_id)
+        if name == "comm":
+            df.insert(1, "link_model", self.link_model)
+            df = df[COMM_COLUMNS]
+        return df
+
+    def _steps_from_parts(self) -> pd.DataFrame | None:
+        """steps.parquet as merge_parts would write it, without writing anything."""
+        ranks = self._concat_parts("rank_steps")
+        if ranks is None:
+            return None
+        per_iter = ranks.groupby("iteration")
+        steps = pd.DataFrame({c: per_iter[c].mean() for c in ("train_loss", "comm_s", "compute_s", "iter_s")})
+        rank0 = ranks[ranks["rank"] == ranks["rank"].min()].set_index("iteration")
+        for col in ("epoch", "wall_s", "test_acc"):
+            steps[col] = rank0[col]
+        comm = self.table("comm")
+        if comm is not None and len(comm):
+            volume = comm.groupby("iteration")[["inter_bytes", "intra_bytes"]].sum()
+            steps = steps.join(volume, how="left")
+        for col in ("inter_bytes", "intra_bytes"):
+            steps[col] = steps[col].fillna(0.0) if col in steps else 0.0
+        steps = steps.reset_index()
+        static = {"run_id": self.run_id, "method": self.method, "model": self.model, "dataset": self.dataset,
+                  "link_model": self.link_model}  # fmt: skip
+        for k, v in static.items():
+            steps[k] = v
+        return steps[STEPS_COLUMNS].sort_values("iteration", ignore_index=True)
+
+
+@dataclass
+class Experiment:
+    """The runs of one experiment directory, with notes about what is missing or partial."""
+
+    name: str
+    results: Path
+    runs: list[Run]
+    notes: list[str]
+
+    def by_method(self, *methods: str) -> list[Run]:
+        return [r for r in self.runs if r.method in methods]
+
+    def run(self, run_id: str) -> Run:
+        for r in self.runs:
+            if r.run_id == run_id:
+                return r
+        raise KeyError(run_id)
+
+
+def load_experiment(results: Path, name: str) -> Experiment:
+    """Every run directory under `results/name`; raises LogError for a corrupt config.json."""
+    results = Path(results)
+    root = results / name
+    if not root.is_dir():
+        return Experiment(name, results, [], [f"no logs for {name} under {results}"])
+    runs, notes = [], []
+    for d in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        if not (d / "config.json").exists():
+            if any(d.glob("*.parquet")) or (d / "parts").is_dir():
+                notes.append(f"{d}: logs without config.json, left out")
+            continue
+        run = Run.load(d, name)
+        if not run.done:
+            notes.append(f"{run.run_id} is partial (no DONE): only its finished iterations are shown")
+        if not run.meta:
+            notes.append(f"{run.run_id} has no meta.json: hardware unknown")
+        runs.append(run)
+    if not runs:
+        notes.insert(0, f"no logs for {name} under {results}")
+    return Experiment(name, results, runs, notes)
+
+
+# -- captions -------------------------------------------------------------------------------------
+def _join(values: Iterable[str], limit: int = 4) -> str:
+    uniq = list(dict.fromkeys(values))
+    if len(uniq) <= limit:
+        return ", ".join(uniq)
+    return ", ".join(uniq[:limit]) + f" (+{len(uniq) - limit} more)"
+
+
+def describe_runs(runs: list[Run]) -> str:
+    """One line naming profile, hardware, dataset, model, topology and link model of `runs`."""
+    if not runs:
+        return "no runs"
+    runs = sorted(runs, key=lambda r: (r.world_size, r.run_id))
+    parts = [
+        f"profile: {_join(r.profile for r in runs)}",
+        f"hardware: {_join(r.hardware for r in runs)}",
+        f"data: {_join(r.dataset for r in runs)}",
+        f"model: {_join(r.model for r in runs)}",
+        f"topology M x P: {_join((r.topology() for r in runs), 6)}",
+        f"link: {_join(r.link() for r in runs)}",
+    ]
+    n_partial = sum(not r.done for r in runs)
+    parts.append(f"{len(runs)} run(s)" + (f", {n_partial} partial" if n_partial else ""))
+    return " | ".join(parts)
+
+
+# -- figure output --------------------------------------------------------------------------------
+@dataclass
+class FigureResult:
+    name: str
+    png: Path
+    pdf: Path
+    csv: Path
+    data: pd.DataFrame
+    notes: list[str]
+    placeholder: bool
+    summary: str
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """What one figure module provides.
+
+    compute(exp) -> (tidy data, notes); draw(data, exp) -> Figure; summary(data) -> one line;
+    methods: the methods the paper's figure compares (a missing one is noted).
+    """
+
+    name: str
+    experiment: str
+    title: str
+    columns: list[str]
+    compute: Callable[[Experiment], tuple[pd.DataFrame, list[str]]]
+    draw: Callable[[pd.DataFrame, Experiment], Figure]
+    summary: Callable[[pd.DataFrame], str]
+    caption_extra: str = ""
+    methods: tuple[str, ...] = ()  # the methods the paper's figure shows; a missing one gets a note
+
+
+def _caption_text(fig: Figure, lines: list[str]) -> str:
+    width = max(60, int(fig.get_size_inches()[0] * 17))
+    return "\n".join(textwrap.fill(line, width=width, subsequent_indent="    ") for line in lines if line)
+
+
+def add_caption(fig: Figure, lines: list[str]) -> None:
+    """The caption below the axes (saved with bbox_inches='tight', so it is never clipped)."""
+    fig.text(0.01, -0.01, _caption_text(fig, lines), ha="left", va="top", fontsize=7, color="#222222")
+
+
+def _save(fig: Figure, out: Path, name: str) -> tuple[Path, Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    png, pdf = out / f"{name}.png", out / f"{name}.pdf"
+    fig.savefig(png, bbox_inches="tight")
+    fig.savefig(pdf, bbox_inches="tight")
+    plt.close(fig)
+    return png, pdf
+
+
+def placeholder(spec: FigureSpec, out: Path, message: str, notes: list[str]) -> FigureResult:
+    """A figure saying what is missing, and a csv with the header only."""
+    style.apply_theme()
+    fig, ax = plt.subplots(figsize=(7, 2.6))
+    ax.axis("off")
+    ax.set_title(spec.title)
+    ax.text(0.5, 0.5, textwrap.fill(message, 70), ha="center", va="center", fontsize=11, color="#b00000",
+            transform=ax.transAxes)  # fmt: skip
+    add_caption(fig, [f"Note: {n}" for n in notes if n != message])
+    png, pdf = _save(fig, out, spec.name)
+    csv = out / f"{spec.name}.csv"
+    pd.DataFrame(columns=spec.columns).to_csv(csv, index=False)
+    return FigureResult(spec.name, png, pdf, csv, pd.DataFrame(columns=spec.columns), notes, True, message)
+
+
+def render(spec: FigureSpec, results: Path, out: Path) -> FigureResult:
+    """Load the experiment, compute, draw, caption and save png, pdf and csv of `spec`."""
+    results, out = Path(results), Path(out)
+    exp = load_experiment(results, spec.experiment)
+    if not exp.runs:
+        return placeholder(spec, out, f"no logs for {spec.experiment} under {results}", exp.notes)
+    data, notes = spec.compute(exp)
+    missing = [m for m in spec.methods if m not in {r.method for r in exp.runs}]
+    if missing:
+        notes.append(f"no runs of {', '.join(missing)} under {exp.results / exp.name}")
+    notes = exp.notes + notes
+    if data.empty:
+        msg = f"the logs of {spec.experiment} under {results} hold no data for this figure"
+        return placeholder(spec, out, msg, notes)
+    data = data[spec.columns].reset_index(drop=True)
+    style.apply_theme()
+    fig = spec.draw(data, exp)
+    used = [r for r in exp.runs if r.run_id in set(data["run_id"])] if "run_id" in data else exp.runs
+    lines = [f"Runs: {describe_runs(used or exp.runs)}"]
+    if spec.caption_extra:
+        lines.append(spec.caption_extra)
+    lines += [f"Note: {n}" for n in notes]
+    add_caption(fig, lines)
+    png, pdf = _save(fig, out, spec.name)
+    csv = out / f"{spec.name}.csv"
+    data.to_csv(csv, index=False)
+    return FigureResult(spec.name, png, pdf, csv, data, notes, False, spec.summary(data))
+
+
+def cli(spec: FigureSpec, argv: list[str] | None = None) -> int:
+    """`python -m analysis.<module> --results DIR --out DIR`: 0 on success, 1 on a bad log file."""
+    parser = argparse.ArgumentParser(prog=f"python -m analysis.{spec.name}", description=spec.title)
+    parser.add_argument("--results", default="results", help="results directory (default: results)")
+    parser.add_argument("--out", default="figures", help="output directory (default: figures)")
+    args = parser.parse_args(argv)
+    try:
+        result = render(spec, Path(args.results), Path(args.out))
+    except LogError as e:
+        print(f"error: {spec.name}: {e}", file=sys.stderr)
+        return 1
+    report_result(result)
+    return 0
+
+
+def report_result(result: FigureResult) -> None:
+    kind = "placeholder" if result.placeholder else "figure"
+    print(f"{result.name}: wrote {kind} {result.png}, .pdf and {result.csv.name}")
+    if not result.placeholder:
+        print(f"  {result.summary}")
+    for note in result.notes:
+        print(f"  note: {note}")
+
+
+# -- small helpers used by several figures ----------------------------------------------------------
+def facet_axes(n: int, width: float = 5.0, height: float = 3.6, sharey: bool = False) -> tuple[Figure, list[Any]]:
+    """n side-by-side axes (at most 3 per row)."""
+    cols = min(n, 3)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False, sharey=sharey,
+                             layout="constrained")  # fmt: skip
+    flat = list(axes.flat)
+    for ax in flat[n:]:
+        ax.remove()
+    return fig, flat[:n]
+
+
+def run_label(run: Run, duplicates: bool) -> str:
+    return f"{style.method_label(run.method)}" + (f" [{run.run_id}]" if duplicates else "")
+
+
+def final_accuracy(steps: pd.DataFrame) -> float:
+    """The last evaluated test accuracy (in %), NaN if never evaluated."""
+    acc = steps.sort_values("iteration")["test_acc"].dropna()
+    return float(acc.iloc[-1]) * 100 if len(acc) else float("nan")
+
+
+def fmt(x: float, digits: int = 3) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "n/a"
+    return f"{x:.{digits}g}"

@@ -1,0 +1,63 @@
+"""Fig. 5b: test accuracy vs cumulative inter-node communication volume.
+
+    python -m analysis.fig5b_accuracy_vs_volume --results results --out figures
+
+Reads `time_to_accuracy/*/steps.parquet`. The volume is the estimated bytes put on inter-node links,
+summed over ranks (prunex/comm/volume.py), accumulated over every iteration up to the evaluation.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from analysis.common import TARGET_ACC_PCT, Experiment, FigureResult, FigureSpec, cli, render
+from analysis.fig5a_time_to_accuracy import accuracy_curves, draw_curves, summary_line
+
+
+def _compute(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
+    df, notes = accuracy_curves(exp)
+    df["target_acc_pct"] = TARGET_ACC_PCT
+    return df, notes
+
+
+def _draw(df: pd.DataFrame, exp: Experiment) -> Figure:
+    fig = draw_curves(df, exp, "cum_inter_gb", "cumulative inter-node volume (GB, estimated, all ranks)")
+    fig.suptitle("Fig. 5b: accuracy per inter-node byte")
+    return fig
+
+
+SPEC = FigureSpec(
+    name="fig5b_accuracy_vs_volume",
+    experiment="time_to_accuracy",
+    title="Fig. 5b: accuracy vs cumulative inter-node volume",
+    columns=[
+        "run_id",
+        "method",
+        "model",
+        "dataset",
+        "gpus",
+        "iteration",
+        "epoch",
+        "cum_inter_gb",
+        "test_acc_pct",
+        "target_acc_pct",
+    ],  # fmt: skip
+    compute=_compute,
+    draw=_draw,
+    summary=lambda df: summary_line(df, "cum_inter_gb", "GB"),
+    caption_extra="Volume: bytes crossing node boundaries, modelled as rings over each group (prunex/comm/volume.py), "
+    "summed over ranks and iterations. 1 GB = 1e9 bytes. Dashed lines: partial runs.",
+    methods=("hsadmm", "ddp", "topk", "pactrain"),
+)
+
+
+def make(results: str | Path, out: str | Path) -> FigureResult:
+    return render(SPEC, Path(results), Path(out))
+
+
+if __name__ == "__main__":
+    sys.exit(cli(SPEC))

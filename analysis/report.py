@@ -1,0 +1,730 @@
+"""The claims report: every numeric claim of the paper (analysis.claims) against the logs.
+
+    python -m analysis.report --results results --out figures
+
+Writes `OUT/claims.csv` (one row per claim: paper value, measured value with the profile,
+hardware, topology and link model it was measured on, ratio, verdict) and `OUT/REPORT.md` (the
+same table, the runs found, where the paper contradicts itself, and every figure present in OUT
+with a one-line reading). Verdicts:
+
+- `reproduced` / `not reproduced`: the measured value is within / outside the claim's tolerance,
+  or, where the value is not comparable across set-ups (minutes on other hardware), the paper's
+  qualitative ordering holds / does not hold in the logs (the `compared` column says which);
+- `not measurable in this profile`: the logs exist but cannot measure the claim (e.g. a 64-GPU
+  speedup from a 4-process run, ResNet-152 accuracy from a ResNet-20 run);
+- `no logs`: the experiment directory has no runs; `error`: a log file is corrupt (exit code 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis import (
+    fig5a_time_to_accuracy,
+    fig5b_accuracy_vs_volume,
+    fig6a_message_size,
+    fig6b_volume_total,
+    fig7_latency,
+    fig8_latency_breakdown,
+    fig9a_scaling_speedup,
+    fig9b_scaling_efficiency,
+    fig10_residuals_ranks,
+    fig11_residuals_layers,
+    fig12_pareto,
+    fig13_sparsity_patterns,
+)
+from analysis.claims import CLAIMS, CONTRADICTIONS, PARAM_COUNTS, Claim
+from analysis.common import TARGET_ACC_PCT, Experiment, FigureSpec, LogError, Run, load_experiment
+
+FIGURE_MODULES = [
+    fig5a_time_to_accuracy, fig5b_accuracy_vs_volume, fig6a_message_size, fig6b_volume_total, fig7_latency,
+    fig8_latency_breakdown, fig9a_scaling_speedup, fig9b_scaling_efficiency, fig10_residuals_ranks,
+    fig11_residuals_layers, fig12_pareto, fig13_sparsity_patterns,
+]  # fmt: skip
+SPECS: list[FigureSpec] = [m.SPEC for m in FIGURE_MODULES]
+EXPERIMENTS = list(dict.fromkeys(s.experiment for s in SPECS))
+
+REPRODUCED, NOT_REPRODUCED = "reproduced", "not reproduced"
+NOT_MEASURABLE, NO_LOGS, ERROR = "not measurable in this profile", "no logs", "error"
+CSV_COLUMNS = [
+    "claim_id", "source", "claim", "paper_value", "unit", "measured_value", "ratio", "tolerance", "verdict",
+    "compared", "detail", "profile", "hardware", "topology", "link_model", "runs",
+]  # fmt: skip
+
+
+class Logs:
+    """Experiments and figure data, loaded once per report."""
+
+    def __init__(self, results: Path) -> None:
+        self.results = Path(results)
+        self._exp: dict[str, Experiment] = {}
+        self._data: dict[str, tuple[pd.DataFrame, list[str]]] = {}
+
+    def exp(self, name: str) -> Experiment:
+        if name not in self._exp:
+            self._exp[name] = load_experiment(self.results, name)
+        return self._exp[name]
+
+    def data(self, spec: FigureSpec) -> pd.DataFrame:
+        if spec.name not in self._data:
+            exp = self.exp(spec.experiment)
+            self._data[spec.name] = spec.compute(exp) if exp.runs else (pd.DataFrame(columns=spec.columns), [])
+        return self._data[spec.name][0]
+
+    def runs(self, exp: str, run_ids: object) -> list[Run]:
+        ids = set(map(str, run_ids))  # type: ignore[call-overload]
+        return [r for r in self.exp(exp).runs if r.run_id in ids or any(r.run_id in i.split() for i in ids)]
+
+
+@dataclass
+class Measurement:
+    value: float | None = None
+    detail: str = ""
+    runs: list[Run] = field(default_factory=list)
+    ordering: bool | None = None  # the qualitative statement, where there is one
+    ordering_text: str = ""
+    missing: str = ""  # why nothing could be measured
+
+
+# -- measurements ----------------------------------------------------------------------------------
+def _models_note(df: pd.DataFrame, col: str = "model") -> str:
+    return ", ".join(sorted(map(str, df[col].unique()))) if len(df) else "none"
+
+
+def m_volume_reduction(c: Claim, logs: Logs) -> Measurement:
+    df = logs.data(fig6b_volume_total.SPEC)
+    est = df[df["source"] == fig6b_volume_total.ESTIMATE]
+    red = est.dropna(subset=["reduction_vs_ddp_pct"])
+    red = red[red["method"] == "hsadmm"]
+    if c.model:
+        red = red[red["model"] == c.model]
+    if red.empty:
+        what = f"{c.model} " if c.model else ""
+        return Measurement(missing=f"no {what}hsadmm + ddp pair in volume (models with runs: {_models_note(est)})")
+    models = list(red["model"])
+    runs = logs.runs("volume", est[est["model"].isin(models)]["run_ids"])
+    per = ", ".join(f"{m} {r:.1f}%" for m, r in zip(red["model"], red["reduction_vs_ddp_pct"], strict=True))
+    return Measurement(float(red["reduction_vs_ddp_pct"].mean()), f"1 - PruneX/DDP total inter-node bytes: {per}",
+                       runs)  # fmt: skip
+
+
+def m_volume_total(c: Claim, logs: Logs) -> Measurement:
+    df = logs.data(fig6b_volume_total.SPEC)
+    row = df[(df["source"] == fig6b_volume_total.ESTIMATE) & (df["model"] == c.model) & (df["method"] == c.method)]
+    if row.empty:
+        return Measurement(missing=f"no {c.method} run of {c.model} in volume (models: {_models_note(df)})")
+    return Measurement(float(row["inter_gb"].iloc[0]), "sum of steps.inter_bytes over iterations / 1e9",
+                       logs.runs("volume", row["run_ids"]))  # fmt: skip
+
+
+def m_dense_message(c: Claim, logs: Logs) -> Measurement:
+    df = logs.data(fig6a_message_size.SPEC)
+    dense = df[(df["series"] == fig6a_message_size.DENSE) & (df["model"] == c.model)]
+    if dense.empty:
+        return Measurement(missing=f"no ddp run of {c.model} in volume (models: {_models_note(df)})")
+    runs = logs.runs("volume", dense["run_id"].unique())
+    mb = float(dense["message_mb"].iloc[0])
+    dtypes = {str((r.config.get("ddp") or {}).get("grad_dtype", "fp32")) for r in runs}
+    return Measurement(mb, f"DDP AllReduce payload per step on rank 0 ({mb / 1.048576:.1f} MiB; gradients "
+                       f"{'/'.join(sorted(dtypes))})", runs)  # fmt: skip
+
+
+def m_compressed_fraction(c: Claim, logs: Logs) -> Measurement:
+    df = logs.data(fig6a_message_size.SPEC)
+    models = [c.model] if c.model in set(df["model"]) else sorted(set(df["model"]))
+    ratios, runs = {}, []
+    for model in models:
+        sub = df[df["model"] == model]
+        r = fig6a_message_size._final_ratio(sub)
+        if r == r:
+            ratios[model] = r
+            runs += logs.runs("volume", sub["run_id"].unique())
+    if not ratios:
+        return Measurement(missing=f"no hsadmm + ddp pair with inter-node messages in volume (models: "
+                           f"{_models_note(df)})")  # fmt: skip
+    sub_note = "" if c.model in ratios else f" ({c.model} absent: measured on {', '.join(ratios)})"
+    per = ", ".join(f"{m} {v:.1f}%" for m, v in ratios.items())
+    return Measurement(float(np.mean(list(ratios.values()))), f"last compressed message / dense: {per}{sub_note}",
+                       runs)  # fmt: skip
+
+
+def _latency_stats(logs: Logs) -> tuple[pd.DataFrame, pd.Series]:
+    df = logs.data(fig7_latency.SPEC)
+    return df, df.groupby("method")["comm_s"].median() if len(df) else pd.Series(dtype=float)
+
+
+def m_latency_median(c: Claim, logs: Logs) -> Measurement:
+    df, med = _latency_stats(logs)
+    if c.method not in med:
+        return Measurement(missing=f"no {c.method} run in latency (methods: {_models_note(df, 'method')})")
+    runs = logs.runs("latency", df[df["method"] == c.method]["run_id"].unique())
+    m = Measurement(float(med[c.method]), "median over iterations of the per-iteration communication time", runs)
+    if "ddp" in med and "hsadmm" in med:
+        m.ordering = bool(med["hsadmm"] < med["ddp"])
+        m.ordering_text = f"expected PruneX below DDP; medians PruneX {med['hsadmm']:.3g} s, DDP {med['ddp']:.3g} s"
+    return m
+
+
+def m_latency_speedup(c: Claim, logs: Logs) -> Measurement:
+    df, med = _latency_stats(logs)
+    if not {"ddp", "hsadmm"} <= set(med.index):
+        return Measurement(missing=f"needs ddp and hsadmm runs in latency (methods: {_models_note(df, 'method')})")
+    runs = logs.runs("latency", df[df["method"].isin(["ddp", "hsadmm"])]["run_id"].unique())
+    return Measurement(float(med["ddp"] / med["hsadmm"]) if med["hsadmm"] > 0 else None,
+                       f"median DDP {med['ddp']:.3g} s / median PruneX {med['hsadmm']:.3g} s", runs)  # fmt: skip
+
+
+def m_latency_flat_worse(c: Claim, logs: Logs) -> Measurement:
+    df, med = _latency_stats(logs)
+    if not {"flat_admm", "hsadmm"} <= set(med.index):
+        return Measurement(missing=f"needs flat_admm and hsadmm runs in latency (methods: "
+                           f"{_models_note(df, 'method')})")  # fmt: skip
+    std = df.groupby("method")["comm_s"].std(ddof=0)
+    runs = logs.runs("latency", df[df["method"].isin(["flat_admm", "hsadmm"])]["run_id"].unique())
+    ok = bool(med["flat_admm"] > med["hsadmm"] and std["flat_admm"] > std["hsadmm"])
+    text = (f"expected flat above PruneX in median and spread; median {med['flat_admm']:.3g} s (flat) vs "
+            f"{med['hsadmm']:.3g} s (PruneX), std {std['flat_admm']:.3g} vs {std['hsadmm']:.3g} s")  # fmt: skip
+    return Measurement(None, "", runs, ok, text)
+
+
+def m_breakdown_share(c: Claim, logs: Logs) -> Measurement:
+    df = logs.data(fig8_latency_breakdown.SPEC)
+    meas = df[(df["source"] == "measured") & (df["category"] == c.arg)]
+    if meas.empty:
+        return Measurement(missing="no hsadmm comm table in latency_breakdown")
+    runs = logs.runs("latency_breakdown", meas["run_id"].unique())
+    return Measurement(float(meas["share_of_three_pct"].mean()), "seconds per rank averaged over ranks, share among "
+                       "inter AllReduce + intra AllReduce + Broadcast" + (f" (mean of {len(meas)} runs)" if
+                       len(meas) > 1 else ""), runs)  # fmt: skip
+
+
+PAPER_COUNTS = (8, 64)
+
+
+def m_scaling(c: Claim, logs: Logs) -> Measurement:
+    df = logs.data(fig9a_scaling_speedup.SPEC)
+    sub = df[df["method"] == c.method]
+    if sub.empty:
+        return Measurement(missing=f"no {c.method} runs in strong_scaling")
+    model = "resnet152" if "resnet152" in set(sub["model"]) else sorted(sub["model"].unique())[0]
+    sub = sub[sub["model"] == model].set_index("gpus")
+    counts = sorted(sub.index)
+    runs = logs.runs("strong_scaling", sub["run_id"])
+    lo, hi = PAPER_COUNTS
+    if lo in sub.index and hi in sub.index:
+        speedup = float(sub.loc[lo, "time_per_epoch_s"] / sub.loc[hi, "time_per_epoch_s"])
+        value = speedup if c.arg == "speedup" else 100 * speedup / (hi / lo)
+        return Measurement(value, f"time per epoch at {lo} / at {hi} ({model})", runs)
+    have = ""
+    if len(counts) >= 2:
+        s = float(sub.loc[counts[0], "time_per_epoch_s"] / sub.loc[counts[-1], "time_per_epoch_s"])
+        have = (
+            f"; available: {s:.2f}x ({100 * s * counts[0] / counts[-1]:.0f}% efficiency) from {counts[0]} to "
+            f"{counts[-1]}"
+        )
+    return Measurement(missing=f"needs {c.method} runs at {lo} and {hi} GPUs; found {counts} ({model}){have}",
+                       runs=runs)  # fmt: skip
+
+
+def m_scaling_ordering(c: Claim, logs: Logs) -> Measurement:
+    df = logs.data(fig9a_scaling_speedup.SPEC)
+    order = ["hsadmm", "ddp", "topk"]
+    for model in sorted(df["model"].unique()):
+        sub = df[(df["model"] == model) & df["method"].isin(order)]
+        present = [m for m in order if m in set(sub["method"])]
+        common = set.intersection(*[set(sub[sub["method"] == m]["gpus"]) for m in present]) if present else set()
+        if "hsadmm" not in present or len(present) < 2 or len(common) < 2:
+            continue
+        lo, hi = min(common), max(common)
+        t = sub.set_index(["method", "gpus"])["time_per_epoch_s"]
+        speed = {m: float(t[(m, lo)] / t[(m, hi)]) for m in present}
+        ok = all(speed[a] > speed[b] for a, b in zip(present, present[1:], strict=False))
+        text = (
+            f"expected {' > '.join(present)}; speedups "
+            + ", ".join(f"{m} {speed[m]:.2f}x" for m in present)
+            + f" ({lo} -> {hi}, {model})"
+        )
+        if len(present) < 3:
+            text += f"; {', '.join(sorted(set(order) - set(present)))} missing"
+        return Measurement(None, "", logs.runs("strong_scaling", sub["run_id"]), ok, text)
+    return Measurement(missing="needs hsadmm and another method at two or more common counts in strong_scaling")
+
+
+def _tta(logs: Logs, c: Claim) -> tuple[pd.DataFrame, str]:
+    df = logs.data(fig5a_time_to_accuracy.SPEC)
+    models = set(df["model"])
+    model = c.model if c.model in models else (sorted(models)[0] if models else "")
+    return df[df["model"] == model], model
+
+
+def _by_method(df: pd.DataFrame, values: dict[str, float]) -> dict[str, float]:
+    """Per method: the best (min) over its runs of a per-run value."""
+    method = df.groupby("run_id")["method"].first()
+    out: dict[str, float] = {}
+    for run_id, v in values.items():
+        m = str(method[run_id])
+        v = math.inf if v != v else v
+        out[m] = min(out.get(m, math.inf), v)
+    return out
+
+
+def m_tta_minutes(c: Claim, logs: Logs) -> Measurement:
+    df, model = _tta(logs, c)
+    if df.empty or "hsadmm" not in set(df["method"]):
+        return Measurement(missing=f"no evaluated hsadmm run in time_to_accuracy (models: {_models_note(df)})")
+    df = df[df["method"].isin(["hsadmm", "ddp", "topk"])]  # the paper's Fig. 5a
+    hits = _by_method(df, fig5a_time_to_accuracy.reach_target(df, "wall_min"))
+    runs = logs.runs("time_to_accuracy", df["run_id"].unique())
+    value = hits["hsadmm"] if math.isfinite(hits["hsadmm"]) else None
+    text = ", ".join(f"{m} {v:.3g} min" if math.isfinite(v) else f"{m} never" for m, v in hits.items())
+    m = Measurement(value, f"first evaluation >= {TARGET_ACC_PCT:g}%: {text} ({model})", runs)
+    if all(not math.isfinite(v) for v in hits.values()):
+        m.missing = f"no method reaches {TARGET_ACC_PCT:g}% in this profile ({text})"
+    elif len(hits) > 1:
+        m.ordering = all(hits["hsadmm"] < v for k, v in hits.items() if k != "hsadmm")
+        m.ordering_text = f"expected PruneX first to {TARGET_ACC_PCT:g}%; {text}"
+    return m
+
+
+def m_tta_window_accuracy(c: Claim, logs: Logs) -> Measurement:
+    df, model = _tta(logs, c)
+    methods = set(df["method"])
+    if c.method not in methods:
+        return Measurement(missing=f"no evaluated {c.method} run in time_to_accuracy")
+    main = df[df["method"].isin(["hsadmm", "ddp", "topk"])]
+    window = float(main.groupby("run_id")["wall_min"].max().min())
+    within = main[main["wall_min"] <= window + 1e-9]
+    acc = {m: float(within[within["method"] == m]["test_acc_pct"].max()) if (within["method"] == m).any()
+           else -math.inf for m in set(main["method"])}  # fmt: skip
+    runs = logs.runs("time_to_accuracy", main["run_id"].unique())
+    value = acc[c.method] if math.isfinite(acc[c.method]) else None
+    text = ", ".join(f"{m} {v:.1f}%" if math.isfinite(v) else f"{m} not yet evaluated" for m, v in sorted(acc.items()))
+    m = Measurement(value, f"best accuracy within the common window of {window:.3g} min: {text} ({model})", runs)
+    rival = "hsadmm" if c.method == "ddp" else "ddp"
+    if rival in acc:
+        m.ordering = acc[c.method] < acc[rival]
+        m.ordering_text = f"expected {c.method} below {rival} within {window:.3g} min; {text}"
+    return m
+
+
+def m_gb_to_peak(c: Claim, logs: Logs) -> Measurement:
+    df = logs.data(fig5b_accuracy_vs_volume.SPEC)
+    models = set(df["model"])
+    df = df[df["model"] == (c.model if c.model in models else (sorted(models)[0] if models else ""))]
+    if "ddp" not in set(df["method"]):
+        return Measurement(missing="no evaluated ddp run in time_to_accuracy")
+
+    def gb_to(method: str, target: float) -> float:
+        g = df[(df["method"] == method) & (df["test_acc_pct"] >= target - 1e-9)]
+        return float(g["cum_inter_gb"].min()) if len(g) else math.inf
+
+    peak = float(df[df["method"] == "ddp"]["test_acc_pct"].max())
+    ddp = gb_to("ddp", peak)
+    runs = logs.runs("time_to_accuracy", df["run_id"].unique())
+    m = Measurement(
+        ddp, f"DDP's cumulative inter-node volume at its first evaluation at peak accuracy ({peak:.1f}%)", runs
+    )
+    if "hsadmm" in set(df["method"]):
+        target = min(TARGET_ACC_PCT, peak)
+        px = gb_to("hsadmm", target)
+        m.ordering = px < ddp
+        m.ordering_text = (f"expected PruneX to reach {target:.1f}% (the {TARGET_ACC_PCT:g}% target or DDP's peak, "
+                           f"whichever is lower) with less volume than DDP needs to its peak; PruneX "
+                           f"{'never' if math.isinf(px) else f'{px:.3g} GB'}, DDP {ddp:.3g} GB")  # fmt: skip
+    return m
+
+
+MIN_RESIDUAL_ITERATIONS = 5
+
+
+def m_residual_decay(c: Claim, logs: Logs) -> Measurement:
+    df = logs.data(fig10_residuals_ranks.SPEC)
+    if df.empty:
+        return Measurement(missing="no hsadmm residuals in residuals")
+    d = fig10_residuals_ranks.decay_decades(df, "intra")
+    runs = logs.runs("residuals", df["run_id"].unique())
+    n_iter = int(df["iteration"].nunique())
+    if n_iter < MIN_RESIDUAL_ITERATIONS:
+        return Measurement(missing=f"{n_iter} outer iterations: too few to show a decay over decades (needs "
+                           f">= {MIN_RESIDUAL_ITERATIONS})", runs=runs)  # fmt: skip
+    layers = ", ".join(sorted({str(k[0]).removesuffix(".weight") for k in d.index}))
+    return Measurement(float(d.min()), f"min over ranks and layers ({layers}) of log10(first / last) intra-node "
+                       f"primal residual over {n_iter} iterations; max {d.max():.2f}", runs)  # fmt: skip
+
+
+PAPER_DRIFT_WINDOW = 15  # sec. 4.5: "within the first 5-15 iterations"
+
+
+def _stable_from(masks: pd.DataFrame) -> tuple[float, int, str]:
+    """1-based iteration from which the global drift stays zero over the dynamic iterations (inf:
+    never), the number of dynamic iterations, and how it ended."""
+    glob = masks[masks["kind"] == "global"]
+    drift = glob.groupby("iteration")["drift"].sum().sort_index()
+    dynamic = set(masks[masks["kind"] == "node"]["iteration"]) or set(drift.index)
+    drift = drift[drift.index.isin(dynamic)]
+    if drift.empty:
+        return math.nan, 0, "no dynamic iteration"
+    nonzero = drift[drift > 0]
+    n_dynamic = int(drift.index.max()) + 1
+    if nonzero.empty:
+        return 1.0, n_dynamic, "no drift at all"
+    if int(nonzero.index.max()) + 1 == n_dynamic:
+        return math.inf, n_dynamic, f"drift still {int(nonzero.iloc[-1])} at the last dynamic iteration {n_dynamic}"
+    return float(nonzero.index.max() + 2), n_dynamic, f"mask frozen after iteration {n_dynamic}"
+
+
+def m_drift_zero(c: Claim, logs: Logs) -> Measurement:
+    per_run, runs, undecided = [], [], []
+    seen: set[Path] = set()
+    for name in EXPERIMENTS:
+        for run in logs.exp(name).by_method("hsadmm"):
+            if run.path.resolve() in seen:
+                continue
+            seen.add(run.path.resolve())
+            masks = run.table("masks")
+            if masks is None or masks.empty:
+                continue
+            glob = masks[masks["kind"] == "global"]
+            last = glob[glob["iteration"] == glob["iteration"].max()]
+            if (last["kept_out"] == last["total_out"]).all() and (last["kept_in"] == last["total_in"]).all():
+                continue  # nothing pruned (keep rate 1): drift is trivially zero
+            value, n_dynamic, why = _stable_from(masks)
+            t_freeze = int(run.admm.get("freeze_iteration", PAPER_DRIFT_WINDOW))
+            if value == math.inf and (not run.done or (n_dynamic >= t_freeze and t_freeze < PAPER_DRIFT_WINDOW)):
+                # still dynamic, or frozen by T_freeze before the paper's window ended: undecided
+                undecided.append(f"{name}/{run.run_id} ({why}, T_freeze = {t_freeze})")
+                continue
+            if value == value:
+                per_run.append((f"{name}/{run.run_id}", value, why))
+                runs.append(run)
+    if not per_run:
+        what = f"; undecided: {', '.join(undecided[:4])}" if undecided else ""
+        return Measurement(missing="no finished hsadmm run whose pruned masks could settle within "
+                           f"{PAPER_DRIFT_WINDOW} iterations{what}")  # fmt: skip
+    worst = max(v for _, v, _ in per_run)
+    detail = "; ".join(f"{r}: {'never' if v == math.inf else int(v)} ({w})" for r, v, w in per_run[:6])
+    if len(per_run) > 6:
+        detail += f"; ... {len(per_run)} runs"
+    return Measurement(worst, detail, runs)
+
+
+def _pareto(logs: Logs, model: str) -> pd.DataFrame:
+    df = logs.data(fig12_pareto.SPEC)
+    return df[df["model"] == model]
+
+
+def _acc_at(df: pd.DataFrame, ratio: float) -> float | None:
+    row = df[(df["pruning_ratio_pct"] - 100 * ratio).abs() < 1e-6]
+    return float(row["final_test_acc_pct"].mean()) if len(row) else None
+
+
+def m_pareto_accuracy(c: Claim, logs: Logs) -> Measurement:
+    df = _pareto(logs, str(c.model))
+    acc = _acc_at(df, float(c.arg or 0))  # type: ignore[arg-type]
+    if acc is None:
+        have = logs.data(fig12_pareto.SPEC)
+        return Measurement(missing=f"no {c.model} run at {100 * float(c.arg or 0):g}% pruning in pareto (models: "
+                           f"{_models_note(have)})")  # fmt: skip
+    return Measurement(acc, "final test accuracy", logs.runs("pareto", df["run_id"]))
+
+
+def m_pareto_drop(c: Claim, logs: Logs) -> Measurement:
+    df = _pareto(logs, str(c.model))
+    base, acc = _acc_at(df, 0.0), _acc_at(df, float(c.arg or 0))  # type: ignore[arg-type]
+    if base is None or acc is None:
+        return Measurement(missing=f"needs {c.model} runs at 0% and {100 * float(c.arg or 0):g}% pruning in pareto")
+    return Measurement(base - acc, f"{base:.2f}% unpruned - {acc:.2f}%", logs.runs("pareto", df["run_id"]))
+
+
+def m_pareto_shape(c: Claim, logs: Logs) -> Measurement:
+    df = logs.data(fig12_pareto.SPEC)
+    checks, runs = [], []
+    for model, g in df.groupby("model"):
+        base, mid = _acc_at(g, 0.0), _acc_at(g, 0.5)
+        sparse = g[g["pruning_ratio_pct"] >= fig12_pareto.HYPER_SPARSE_PCT]
+        if base is None or mid is None or sparse.empty:
+            continue
+        last = sparse.sort_values("pruning_ratio_pct").iloc[-1]
+        a, b = base - mid, mid - float(last["final_test_acc_pct"])
+        checks.append(
+            (
+                str(model),
+                a < b,
+                f"{model}: drop 0->50% {a:.1f} points, 50->{last['pruning_ratio_pct']:.0f}% {b:.1f} points",
+            )
+        )
+        runs += logs.runs("pareto", g["run_id"])
+    if not checks:
+        return Measurement(missing="needs, for a model, runs at 0%, 50% and >= 70% pruning in pareto")
+    text = "expected the first drop smaller; " + "; ".join(t for _, _, t in checks)
+    return Measurement(None, "", runs, all(ok for _, ok, _ in checks), text)
+
+
+def m_param_count(c: Claim, logs: Logs) -> Measurement:
+    n = PARAM_COUNTS[str(c.model)]
+    return Measurement(n / 1e6, f"{n:,} parameters, measured with prunex.models.count_parameters (CIFAR stem, "
+                       "10 classes)")  # fmt: skip
+
+
+MEASURES: dict[str, Callable[[Claim, Logs], Measurement]] = {
+    "volume_reduction": m_volume_reduction, "volume_total": m_volume_total, "dense_message": m_dense_message,
+    "compressed_fraction": m_compressed_fraction, "latency_median": m_latency_median,
+    "latency_speedup": m_latency_speedup, "latency_flat_worse": m_latency_flat_worse,
+    "breakdown_share": m_breakdown_share, "scaling": m_scaling, "scaling_ordering": m_scaling_ordering,
+    "tta_minutes": m_tta_minutes, "tta_window_accuracy": m_tta_window_accuracy, "gb_to_peak": m_gb_to_peak,
+    "residual_decay": m_residual_decay, "drift_zero": m_drift_zero, "pareto_accuracy": m_pareto_accuracy,
+    "pareto_drop": m_pareto_drop, "pareto_shape": m_pareto_shape, "param_count": m_param_count,
+}  # fmt: skip
+missing_measures = {c.measure for c in CLAIMS} - set(MEASURES)
+assert not missing_measures, f"claims without a measurement: {missing_measures}"
+
+
+# -- verdicts --------------------------------------------------------------------------------------
+def blockers(c: Claim, runs: list[Run], needs: tuple[str, ...] | None = None) -> list[str]:
+    """Why the runs' set-up is not the paper's, for the requirements (default: the claim's `needs`)."""
+    check_model = needs is None  # the value depends on the model; an ordering of methods does not
+    needs = c.needs if needs is None else needs
+    out = []
+    uniq = lambda xs: ", ".join(sorted(set(map(str, xs))))  # noqa: E731
+    if c.model and check_model and any(r.model != c.model for r in runs):
+        out.append(f"model {uniq(r.model for r in runs)} (paper: {c.model})")
+    if "cifar10" in needs and any(r.dataset != "cifar10" for r in runs):
+        out.append(f"dataset {uniq(r.dataset for r in runs)} (paper: cifar10)")
+    if "64gpus" in needs and any(r.world_size != 64 for r in runs):
+        out.append(f"{uniq(r.world_size for r in runs)} worker(s) (paper: 64 GPUs, 16 x 4)")
+    if "gpu" in needs and any(r.device_type != "cuda" for r in runs):
+        out.append(f"device {uniq(r.device_type for r in runs)} (paper: GPUs)")
+    if "v100" in needs and any("V100" not in r.hardware for r in runs):
+        out.append(f"hardware {uniq(r.hardware for r in runs)} (paper: V100)")
+    if "multinode" in needs and any(r.nodes < 2 for r in runs):
+        out.append("one node (no inter-node traffic)")
+    if "inter_link" in needs and any(not r.has_inter_link for r in runs):
+        out.append("no slow inter-node link (one node, or nodes emulated on one machine without a link model)")
+    return out
+
+
+def tolerance_text(c: Claim) -> str:
+    if c.kind == "rel":
+        return f"+-{100 * c.tolerance:g}%"
+    if c.kind == "abs":
+        return f"+-{c.tolerance:g} {c.unit}".strip()
+    if c.kind == "at_least":
+        return f">= {c.paper_value - c.tolerance:g} {c.unit}".strip()
+    if c.kind == "at_most":
+        return f"<= {c.paper_value + c.tolerance:g} {c.unit}".strip()
+    return "qualitative"
+
+
+def within(c: Claim, value: float) -> bool:
+    p, t = c.paper_value, c.tolerance
+    if c.kind == "rel":
+        return abs(value / p - 1) <= t + 1e-12
+    if c.kind == "abs":
+        return abs(value - p) <= t + 1e-12
+    if c.kind == "at_least":
+        return value >= p - t - 1e-12
+    if c.kind == "at_most":
+        return value <= p + t + 1e-12
+    raise ValueError(f"claim {c.id}: kind {c.kind!r} has no value tolerance")
+
+
+def _context(runs: list[Run]) -> dict[str, str]:
+    def j(xs: object) -> str:
+        return "; ".join(dict.fromkeys(map(str, xs)))  # type: ignore[call-overload]
+
+    return {"profile": j(r.profile for r in runs), "hardware": j(r.hardware for r in runs),
+            "topology": j(r.topology() for r in runs), "link_model": j(r.link() for r in runs),
+            "runs": " ".join(r.run_id for r in runs)}  # fmt: skip
+
+
+def judge(c: Claim, logs: Logs) -> dict[str, object]:
+    row: dict[str, object] = {"claim_id": c.id, "source": c.source, "claim": c.text, "unit": c.unit,
+                              "paper_value": c.paper_value, "measured_value": np.nan, "ratio": np.nan,
+                              "tolerance": tolerance_text(c), "compared": "-", "detail": ""}  # fmt: skip
+    try:
+        m = MEASURES[c.measure](c, logs)
+        no_runs = c.experiment and not logs.exp(c.experiment).runs
+    except LogError as e:
+        return row | {"verdict": ERROR, "detail": str(e)} | _context([])
+    row |= _context(m.runs)
+    if m.value is not None and not math.isnan(m.value):
+        row["measured_value"] = m.value
+    notes = [x for x in (m.detail, c.note) if x]
+    if m.ordering is None and m.value is None:
+        row["verdict"] = NO_LOGS if no_runs else NOT_MEASURABLE
+        row["detail"] = "; ".join([m.missing or f"no logs for {c.experiment} under {logs.results}"] + notes)
+        return row
+    if c.kind == "ordering":
+        block = blockers(c, m.runs)
+        if block:
+            row["verdict"] = NOT_MEASURABLE
+            row["detail"] = "; ".join([f"not comparable: {'; '.join(block)}", m.ordering_text] + notes)
+            return row
+        row["verdict"] = REPRODUCED if m.ordering else NOT_REPRODUCED
+        row["compared"] = "ordering"
+        row["detail"] = "; ".join([m.ordering_text] + notes)
+        return row
+    block = blockers(c, m.runs)
+    if m.value is not None and not block:
+        row["verdict"] = REPRODUCED if within(c, m.value) else NOT_REPRODUCED
+        row["compared"] = "value"
+        if c.paper_value and math.isfinite(m.value):
+            row["ratio"] = m.value / c.paper_value
+        row["detail"] = "; ".join(notes)
+    elif c.ordering_fallback and m.ordering is not None and not blockers(c, m.runs, c.ordering_needs):
+        row["verdict"] = REPRODUCED if m.ordering else NOT_REPRODUCED
+        row["compared"] = "ordering"
+        row["detail"] = "; ".join(
+            [f"value not comparable ({'; '.join(block)}): ordering {m.ordering_text}"] + ([c.note] if c.note else [])
+        )
+    else:
+        row["verdict"] = NOT_MEASURABLE
+        why = "; ".join(block) or m.missing
+        if c.ordering_fallback and m.ordering is not None:
+            why += "; nor the ordering: " + "; ".join(blockers(c, m.runs, c.ordering_needs))
+        row["detail"] = "; ".join([f"not comparable: {why}"] + notes)
+    return row
+
+
+def claims_table(logs: Logs) -> pd.DataFrame:
+    return pd.DataFrame([judge(c, logs) for c in CLAIMS], columns=CSV_COLUMNS)
+
+
+# -- REPORT.md ---------------------------------------------------------------------------------------
+def _num(x: object) -> str:
+    if isinstance(x, float):
+        if x != x:
+            return ""
+        if math.isinf(x):
+            return "never"
+        return f"{x:.4g}"
+    return str(x)
+
+
+def _cell(x: object) -> str:
+    return _num(x).replace("|", "/").replace("\n", " ")
+
+
+def inventory(logs: Logs) -> list[str]:
+    lines = ["| experiment | runs | methods | models | profile | hardware | topology | link model |",
+             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for name in EXPERIMENTS:
+        try:
+            exp = logs.exp(name)
+        except LogError as e:
+            lines.append(f"| {name} | error: {_cell(str(e))} | | | | | | |")
+            continue
+        if not exp.runs:
+            lines.append(f"| {name} | 0 (no logs) | | | | | | |")
+            continue
+        runs = exp.runs
+        partial = sum(not r.done for r in runs)
+        j = lambda xs: _cell(", ".join(dict.fromkeys(map(str, xs))))  # noqa: E731
+        lines.append(
+            f"| {name} | {len(runs)}{f' ({partial} partial)' if partial else ''} | "
+            f"{j(r.method for r in runs)} | {j(r.model for r in runs)} | {j(r.profile for r in runs)} | "
+            f"{j(r.hardware for r in runs)} | {j(r.topology() for r in runs)} | {j(r.link() for r in runs)} |"
+        )
+    return lines  # fmt: skip
+
+
+def figure_section(logs: Logs, out: Path) -> tuple[list[str], bool]:
+    lines, error = [], False
+    for spec in SPECS:
+        lines += [f"### {spec.title}", ""]
+        png = out / f"{spec.name}.png"
+        if png.exists():
+            lines += [f"![{spec.title}]({png.name})", ""]
+        else:
+            lines += [f"(not rendered: `python -m analysis.{spec.name} --results {logs.results} --out {out}`)", ""]
+        try:
+            exp = logs.exp(spec.experiment)
+            df = logs.data(spec)
+            if not exp.runs:
+                reading = f"no logs for {spec.experiment} under {logs.results}"
+            elif df.empty:
+                reading = f"the logs of {spec.experiment} hold no data for this figure"
+            else:
+                reading = spec.summary(df[spec.columns].reset_index(drop=True))
+        except LogError as e:
+            reading, error = f"error: {e}", True
+        lines += [f"Reading: {reading}", ""]
+    return lines, error
+
+
+def write_report(results: Path, out: Path) -> tuple[pd.DataFrame, bool]:
+    """Write claims.csv and REPORT.md; returns the claims table and whether a log file was unreadable."""
+    results, out = Path(results), Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    logs = Logs(results)
+    table = claims_table(logs)
+    table.to_csv(out / "claims.csv", index=False)
+    counts = table["verdict"].value_counts()
+    md = [
+        "# PruneX: the paper's claims against these logs",
+        "",
+        f"Results: `{results}`; generated {time.strftime('%Y-%m-%d %H:%M:%S %Z')} by `python -m analysis.report`. "
+        "Every number below comes from the logs listed here; the profile, hardware, topology and link model of "
+        "the runs measuring each claim are in `claims.csv`.",
+        "",
+        "Verdicts: **reproduced** / **not reproduced**: the measured value is within / outside the stated "
+        "tolerance, or, where `compared` says *ordering*, the paper's qualitative ordering holds / fails (times in "
+        "minutes and accuracies are not comparable across hardware, datasets and models, so only the ordering of "
+        "the methods is compared); **not measurable in this profile**: the logs exist but cannot measure the claim "
+        "(e.g. a 64-GPU speedup from a 4-process run); **no logs**: the experiment has no runs under the results "
+        "directory.",
+        "",
+        "Summary: " + ", ".join(f"{counts.get(v, 0)} {v}" for v in (REPRODUCED, NOT_REPRODUCED, NOT_MEASURABLE,
+                                                                     NO_LOGS, ERROR) if counts.get(v, 0)),
+        "",
+        "## Runs found",
+        "",
+        *inventory(logs),
+        "",
+        "## Claims",
+        "",
+        "| claim | paper | measured | ratio | tolerance | verdict | compared | how / why |",
+        "|---|---|---|---|---|---|---|---|",
+    ]  # fmt: skip
+    for r in table.to_dict("records"):
+        unit = f" {r['unit']}" if r["unit"] else ""
+        paper = f"{_num(r['paper_value'])}{unit}" if r["paper_value"] == r["paper_value"] else "qualitative"
+        meas = _num(r["measured_value"]) if r["measured_value"] == r["measured_value"] else ""
+        meas += unit if meas not in ("", "never") else ""
+        md.append(f"| `{r['claim_id']}`: {_cell(r['claim'])} ({r['source']}) | {paper} | {meas} | {_num(r['ratio'])} | "
+                  f"{r['tolerance']} | **{r['verdict']}** | {r['compared']} | {_cell(r['detail'])} |")  # fmt: skip
+    md += ["", "## Where the paper contradicts itself", ""]
+    for k in CONTRADICTIONS:
+        md.append(f"- **{k.id}**: {k.first} *vs* {k.second}. {k.consequence[0].upper()}{k.consequence[1:]}.")
+    md += ["", "## Figures", ""]
+    fig_lines, fig_error = figure_section(logs, out)
+    md += fig_lines
+    (out / "REPORT.md").write_text("\n".join(md) + "\n")
+    return table, bool((table["verdict"] == ERROR).any()) or fig_error
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m analysis.report", description="PruneX claims report")
+    parser.add_argument("--results", default="results", help="results directory (default: results)")
+    parser.add_argument("--out", default="figures", help="output directory (default: figures)")
+    args = parser.parse_args(argv)
+    table, error = write_report(Path(args.results), Path(args.out))
+    counts = table["verdict"].value_counts()
+    print(f"report: wrote {Path(args.out) / 'REPORT.md'} and claims.csv: "
+          + ", ".join(f"{n} {v}" for v, n in counts.items()))  # fmt: skip
+    for r in table[table["verdict"] == ERROR].to_dict("records"):
+        print(f"error: {r['claim_id']}: {r['detail']}", file=sys.stderr)
+    return 1 if error else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

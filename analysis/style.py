@@ -1,0 +1,79 @@
+"""Colours, labels and the plotting theme, defined once for every figure.
+
+Method colours follow the paper's Fig. 5 (PruneX green, DDP blue, Top-K pink); the paper's Fig. 7
+uses other colours for the same methods, we keep one colour per method everywhere.
+"""
+
+from __future__ import annotations
+
+import matplotlib
+import seaborn as sns
+
+matplotlib.use("Agg")  # analysis only writes files; it never needs a display
+
+METHOD_ORDER = ["hsadmm", "ddp", "topk", "flat_admm", "pactrain"]
+METHOD_COLORS = {
+    "hsadmm": "#2ca02c",  # green, as in the paper's Fig. 5
+    "ddp": "#1f77b4",  # blue
+    "topk": "#e377c2",  # pink
+    "flat_admm": "#d4a017",  # gold ("yellow" flat PruneX AllReduce baseline of Fig. 7)
+    "pactrain": "#8c564b",  # brown
+}
+METHOD_LABELS = {
+    "hsadmm": "PruneX (H-SADMM)",
+    "ddp": "DDP (dense)",
+    "topk": "Top-K SGD",
+    "flat_admm": "PruneX (AR, flat ADMM)",
+    "pactrain": "PacTrain",
+}
+MODEL_LABELS = {
+    "resnet18": "ResNet-18",
+    "resnet20": "ResNet-20",
+    "resnet152": "ResNet-152",
+    "wide_resnet50_2": "WRN-50-2",
+}
+MODEL_ORDER = ["resnet18", "wide_resnet50_2", "resnet152", "resnet20"]
+# Fig. 12 draws one line per model (all H-SADMM): colours distinct from the method colours.
+MODEL_COLORS = {"resnet18": "#6a3d9a", "wide_resnet50_2": "#ff7f00", "resnet152": "#1b9e77", "resnet20": "#636363"}
+EXTRA_MODEL_COLORS = ["#a6761d", "#e7298a", "#66a61e", "#386cb0"]
+# Fig. 8 categories, in the paper's colours (cyan, purple, orange); "other" is ours.
+CATEGORY_COLORS = {
+    "Inter-node AllReduce": "#17becf",
+    "Intra-node AllReduce": "#9467bd",
+    "Broadcast": "#ff7f0e",
+    "Other (mask sync, residual AllReduce)": "#b0b0b0",
+}
+FALLBACK_COLOR = "#7f7f7f"
+FC_LAYER_COLOR = "#1f77b4"  # Fig. 11: the fully connected layer in blue, as in the paper
+TARGET_COLOR = "#444444"
+
+
+def method_color(method: str) -> str:
+    return METHOD_COLORS.get(method, FALLBACK_COLOR)
+
+
+def model_color(model: str) -> str:
+    if model in MODEL_COLORS:
+        return MODEL_COLORS[model]
+    return EXTRA_MODEL_COLORS[sum(map(ord, model)) % len(EXTRA_MODEL_COLORS)]
+
+
+def method_label(method: str) -> str:
+    return METHOD_LABELS.get(method, method)
+
+
+def model_label(model: str) -> str:
+    return MODEL_LABELS.get(model, model)
+
+
+def method_sort_key(method: str) -> tuple[int, str]:
+    return (METHOD_ORDER.index(method) if method in METHOD_ORDER else len(METHOD_ORDER), method)
+
+
+def model_sort_key(model: str) -> tuple[int, str]:
+    return (MODEL_ORDER.index(model) if model in MODEL_ORDER else len(MODEL_ORDER), model)
+
+
+def apply_theme() -> None:
+    sns.set_theme(context="paper", style="whitegrid", font_scale=1.1)
+    matplotlib.rcParams.update({"figure.dpi": 110, "savefig.dpi": 150, "axes.titleweight": "bold"})

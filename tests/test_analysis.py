@@ -1,0 +1,280 @@
+"""Every figure module and the claims report on a small fixture of logs (tests/fixtures/logs.py).
+
+Checks that each figure writes png, pdf and the csv of what it plotted, that the csv values are the
+fixture's numbers, that partial, missing and corrupt logs give notes, placeholders and one-line
+errors naming the file, and that analysis never imports torch.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from fixtures.logs import (
+    DENSE_BYTES,
+    FIG8_SHARES,
+    MASK_LAYERS,
+    PARETO_ACC,
+    SCALING_SPEEDUP,
+    _hsadmm_frac,
+    write_fixture_logs,
+    write_run,
+)
+
+from analysis import all as analysis_all
+from analysis import (
+    fig5a_time_to_accuracy,
+    fig6b_volume_total,
+    fig13_sparsity_patterns,
+    report,
+)
+from analysis.claims import CLAIMS
+from analysis.common import cli, render
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[str]]:
+    results = write_fixture_logs(tmp_path_factory.mktemp("results"))
+    out = tmp_path_factory.mktemp("figures")
+    failures = analysis_all.run_all(results, out)
+    return results, out, failures
+
+
+def csv(out: Path, name: str) -> pd.DataFrame:
+    return pd.read_csv(out / f"{name}.csv")
+
+
+def test_every_figure_and_the_report_are_written(rendered: tuple[Path, Path, list[str]]) -> None:
+    _, out, failures = rendered
+    assert failures == []
+    for spec in report.SPECS:
+        for ext in ("png", "pdf", "csv"):
+            assert (out / f"{spec.name}.{ext}").stat().st_size > 0, f"{spec.name}.{ext}"
+        df = csv(out, spec.name)
+        assert list(df.columns) == spec.columns
+        assert len(df) > 0, spec.name
+    text = (out / "REPORT.md").read_text()
+    for spec in report.SPECS:
+        assert f"]({spec.name}.png)" in text
+    assert "Where the paper contradicts itself" in text and "Reading:" in text
+
+
+def test_fig6b_totals_are_the_fixture_inter_bytes(rendered: tuple[Path, Path, list[str]]) -> None:
+    results, out, _ = rendered
+    df = csv(out, "fig6b_volume_total")
+    est = df[df["source"] == fig6b_volume_total.ESTIMATE]
+    assert len(est) == 4
+    for run in (results / "volume").iterdir():
+        steps = pd.read_parquet(run / "steps.parquet")
+        row = est[est["run_id"] == run.name]
+        assert row["inter_gb"].iloc[0] == pytest.approx(steps["inter_bytes"].sum() / 1e9)
+        if (run / "wire.parquet").exists():
+            wire = df[(df["source"] == fig6b_volume_total.WIRE) & (df["run_id"] == run.name)]
+            tx = pd.read_parquet(run / "wire.parquet")["tx_bytes"].sum()
+            assert wire["inter_gb"].iloc[0] == pytest.approx(tx / 1e9)
+    for model in ("resnet18", "resnet152"):
+        sub = est[est["model"] == model].set_index("method")
+        expect = 100 * (1 - sub.loc["hsadmm", "inter_gb"] / sub.loc["ddp", "inter_gb"])
+        assert sub.loc["hsadmm", "reduction_vs_ddp_pct"] == pytest.approx(expect)
+
+
+def test_fig5_reads_the_partial_run_from_its_parts(rendered: tuple[Path, Path, list[str]]) -> None:
+    results, out, _ = rendered
+    df = csv(out, "fig5a_time_to_accuracy")
+    assert set(df["method"]) == {"hsadmm", "ddp", "topk", "pactrain"}
+    part = df[df["method"] == "pactrain"].sort_values("iteration")
+    assert list(part["iteration"]) == [9, 19]  # evaluated every 10 steps, 20 steps finished
+    assert list(part["wall_min"]) == pytest.approx([10 * 20 / 60, 20 * 20 / 60])
+    hs = df[df["method"] == "hsadmm"]
+    steps = pd.read_parquet(results / "time_to_accuracy" / hs["run_id"].iloc[0] / "steps.parquet")
+    assert list(hs["test_acc_pct"]) == pytest.approx(list(steps["test_acc"] * 100))
+    b = csv(out, "fig5b_accuracy_vs_volume")
+    hs_b = b[b["method"] == "hsadmm"]
+    assert list(hs_b["cum_inter_gb"]) == pytest.approx(list(steps["inter_bytes"].cumsum() / 1e9))
+    result = render(fig5a_time_to_accuracy.SPEC, results, out)
+    assert any("partial" in n and "pactrain" in n for n in result.notes)
+
+
+def test_fig6a_message_sizes(rendered: tuple[Path, Path, list[str]]) -> None:
+    _, out, _ = rendered
+    df = csv(out, "fig6a_message_size")
+    for model in ("resnet18", "resnet152"):
+        comp = df[(df["model"] == model) & (df["method"] == "hsadmm")].sort_values("iteration")
+        expect = [int(DENSE_BYTES[model] * _hsadmm_frac(k)) / 1e6 for k in comp["iteration"]]
+        assert list(comp["message_mb"]) == pytest.approx(expect)
+        dense = df[(df["model"] == model) & (df["method"] == "ddp")]
+        assert set(dense["message_mb"]) == {DENSE_BYTES[model] / 1e6}
+
+
+def test_fig7_latency_is_steps_comm_seconds(rendered: tuple[Path, Path, list[str]]) -> None:
+    results, out, _ = rendered
+    df = csv(out, "fig7_latency")
+    assert set(df["method"]) == {"hsadmm", "ddp", "flat_admm"}
+    for run in (results / "latency").iterdir():
+        steps = pd.read_parquet(run / "steps.parquet")
+        assert list(df[df["run_id"] == run.name]["comm_s"]) == pytest.approx(list(steps["comm_s"]))
+
+
+def test_fig8_shares(rendered: tuple[Path, Path, list[str]]) -> None:
+    _, out, _ = rendered
+    df = csv(out, "fig8_latency_breakdown")
+    meas = df[df["source"] == "measured"].set_index("category")
+    for cat, share in FIG8_SHARES.items():
+        assert meas.loc[cat, "share_of_three_pct"] == pytest.approx(share)
+    assert meas["share_pct"].sum() == pytest.approx(100.0)
+    paper = df[df["source"] == "paper"].set_index("category")["share_pct"]
+    assert paper.to_dict() == {"Inter-node AllReduce": 68.4, "Intra-node AllReduce": 17.8, "Broadcast": 13.8}
+
+
+def test_fig9_speedup_and_efficiency(rendered: tuple[Path, Path, list[str]]) -> None:
+    _, out, _ = rendered
+    a, b = csv(out, "fig9a_scaling_speedup"), csv(out, "fig9b_scaling_efficiency")
+    for method, speedups in SCALING_SPEEDUP.items():
+        for gpus, s in speedups.items():
+            row = a[(a["method"] == method) & (a["gpus"] == gpus)]
+            assert row["speedup"].iloc[0] == pytest.approx(s)
+            assert row["time_per_epoch_s"].iloc[0] == pytest.approx(100.0 / s)
+            eff = b[(b["method"] == method) & (b["gpus"] == gpus)]["efficiency_pct"].iloc[0]
+            assert eff == pytest.approx(100 * s / (gpus / 2))
+
+
+def test_fig10_and_fig11_residuals(rendered: tuple[Path, Path, list[str]]) -> None:
+    _, out, _ = rendered
+    f10 = csv(out, "fig10_residuals_ranks")
+    assert set(f10["layer"]) == {"fc.weight", "layer2.2.conv2.weight"}
+    assert set(f10[f10["level"] == "intra"]["rank"]) == {0, 1, 2, 3}
+    assert set(f10[f10["level"] == "inter"]["rank"]) == {0, 2}  # node leaders
+    f11 = csv(out, "fig11_residuals_layers")
+    top = f11.drop_duplicates("layer").sort_values("top_rank")["layer"].tolist()
+    assert len(top) == 5 and top[0] == "fc.weight"
+    assert not {"bn1.weight", "fc.bias"} & set(top)
+
+
+def test_fig12_final_accuracies(rendered: tuple[Path, Path, list[str]]) -> None:
+    _, out, _ = rendered
+    df = csv(out, "fig12_pareto")
+    assert len(df) == len(PARETO_ACC)  # the ddp run is left out
+    for keep, acc in PARETO_ACC.items():
+        row = df[(df["channel_keep"] - keep).abs() < 1e-9]
+        assert row["final_test_acc_pct"].iloc[0] == pytest.approx(acc)
+        assert row["pruning_ratio_pct"].iloc[0] == pytest.approx(100 * (1 - keep))
+
+
+def test_fig13_masks_are_the_final_masks(rendered: tuple[Path, Path, list[str]]) -> None:
+    results, out, _ = rendered
+    df = csv(out, "fig13_sparsity_patterns")
+    run = next((results / "sparsity_patterns").iterdir())
+    final = pd.read_parquet(run / "final_masks.parquet").set_index("layer")
+    assert df["layer"].nunique() == 4 and not df["schematic"].any()
+    for layer, sub in df.groupby("layer"):
+        for axis, col in (("out", "out_keep"), ("in", "in_keep")):
+            bits = "".join(map(str, sub[sub["axis"] == axis].sort_values("index")["kept"]))
+            assert bits == final.loc[layer, col]
+
+
+def test_claims(rendered: tuple[Path, Path, list[str]]) -> None:
+    _, out, _ = rendered
+    claims = pd.read_csv(out / "claims.csv").set_index("claim_id")
+    assert list(claims.index) == [c.id for c in CLAIMS]
+    assert set(claims["verdict"]) <= {report.REPRODUCED, report.NOT_REPRODUCED, report.NOT_MEASURABLE, report.NO_LOGS}
+    row = claims.loc["breakdown_inter"]
+    assert row["verdict"] == report.REPRODUCED and row["measured_value"] == pytest.approx(200 / 3)
+    assert row["profile"] == "fixture" and "Fixture CPU 3000" in row["hardware"] and "2x2" in row["topology"]
+    assert claims.loc["scaling_prunex_speedup", "verdict"] == report.NOT_MEASURABLE  # no 8 and 64 GPU runs
+    assert claims.loc["scaling_ordering", "verdict"] == report.REPRODUCED
+    assert claims.loc["tta_prunex_minutes", "compared"] == "ordering"  # minutes not comparable across hardware
+    assert claims.loc["tta_prunex_minutes", "measured_value"] == pytest.approx(5.0)
+    assert claims.loc["residual_intra_decay", "measured_value"] == pytest.approx(2.0)
+    assert claims.loc["mask_drift_zero", "measured_value"] == 5
+    assert claims.loc["params_resnet152", "measured_value"] == pytest.approx(58.156618)
+    assert claims.loc["pareto_r152_50", "verdict"] == report.NOT_MEASURABLE  # fixture has no resnet152 pareto runs
+    fig6b = csv(out, "fig6b_volume_total")
+    red = fig6b["reduction_vs_ddp_pct"].dropna().mean()
+    assert claims.loc["volume_reduction", "measured_value"] == pytest.approx(red)
+
+
+def test_missing_experiment_gives_a_placeholder(tmp_path: Path) -> None:
+    results, out = tmp_path / "results", tmp_path / "figures"
+    write_run(results, "volume", "ddp", iterations=2)
+    result = render(fig5a_time_to_accuracy.SPEC, results, out)
+    assert result.placeholder
+    assert result.summary == f"no logs for time_to_accuracy under {results}"
+    assert (out / "fig5a_time_to_accuracy.png").exists() and (out / "fig5a_time_to_accuracy.pdf").exists()
+    df = pd.read_csv(out / "fig5a_time_to_accuracy.csv")
+    assert df.empty and list(df.columns) == fig5a_time_to_accuracy.SPEC.columns
+    table, error = report.write_report(results, out)
+    assert not error
+    assert (table.set_index("claim_id").loc["breakdown_inter", "verdict"]) == report.NO_LOGS
+
+
+def test_logs_without_data_for_a_figure_give_a_placeholder(tmp_path: Path) -> None:
+    results, out = tmp_path / "results", tmp_path / "figures"
+    write_run(results, "latency_breakdown", "ddp", iterations=2)  # the breakdown is of hsadmm runs only
+    from analysis import fig8_latency_breakdown
+
+    result = render(fig8_latency_breakdown.SPEC, results, out)
+    assert result.placeholder and "hold no data" in result.summary
+    assert any("ddp" in n and "left out" in n for n in result.notes)
+
+
+def test_sparsity_patterns_without_final_masks_are_schematic(tmp_path: Path) -> None:
+    from fixtures.logs import mask_tables
+
+    results, out = tmp_path / "results", tmp_path / "figures"
+    masks, _ = mask_tables(2, 0.25)
+    write_run(results, "sparsity_patterns", "hsadmm", channel_keep=0.25, extra={"masks": masks})
+    result = render(fig13_sparsity_patterns.SPEC, results, out)
+    assert result.data["schematic"].all()
+    assert fig13_sparsity_patterns.SCHEMATIC_NOTE in result.notes
+    layer = result.data["layer"].iloc[0]
+    kept_in = result.data[(result.data["layer"] == layer) & (result.data["axis"] == "in")]["kept"].sum()
+    assert kept_in == round(0.25 * MASK_LAYERS[layer][1])
+
+
+def test_corrupt_and_foreign_parquet_files_are_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    results, out = tmp_path / "results", tmp_path / "figures"
+    hs = write_run(results, "volume", "hsadmm", iterations=2)
+    ddp = write_run(results, "volume", "ddp", iterations=2)
+    (ddp / "steps.parquet").write_bytes(b"this is not parquet")
+    assert cli(fig6b_volume_total.SPEC, ["--results", str(results), "--out", str(out)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(ddp / "steps.parquet") in err and "not a readable parquet" in err
+    pd.DataFrame({"x": [1]}).to_parquet(ddp / "steps.parquet")  # a foreign table
+    assert cli(fig6b_volume_total.SPEC, ["--results", str(results), "--out", str(out)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert str(ddp / "steps.parquet") in err and "missing columns" in err
+    # analysis.all: that figure fails with the message, the others are written, the exit code says so
+    assert analysis_all.main(["--results", str(results), "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert f"fig6b_volume_total: {ddp / 'steps.parquet'}" in err
+    assert (out / "fig6a_message_size.png").exists() and (out / "REPORT.md").exists()
+    claims = pd.read_csv(out / "claims.csv").set_index("claim_id")
+    assert claims.loc["volume_reduction", "verdict"] == report.ERROR
+    assert str(ddp / "steps.parquet") in claims.loc["volume_reduction", "detail"]
+    assert not math.isnan(pd.read_csv(out / "fig6a_message_size.csv")["message_mb"].iloc[0])
+    assert hs.exists()
+
+
+def test_cli_and_no_torch_import(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    run = write_run(results, "latency_breakdown", "hsadmm", iterations=2)
+    (run / "comm.parquet").write_bytes(b"garbage")
+    code = ("import runpy, sys\n"
+            "sys.argv = ['x', '--results', sys.argv[1], '--out', sys.argv[2]]\n"
+            "try:\n    runpy.run_module('analysis.fig8_latency_breakdown', run_name='__main__')\n"
+            "finally:\n    print('torch imported' if 'torch' in sys.modules else 'no torch')\n")  # fmt: skip
+    proc = subprocess.run([sys.executable, "-c", code, str(results), str(tmp_path / "figs")], env=ENV, cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout.strip() == "no torch"
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"error: fig8_latency_breakdown: {run / 'comm.parquet'}: not a readable parquet file")
