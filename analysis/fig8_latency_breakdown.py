@@ -4,8 +4,9 @@
 
 Reads `latency_breakdown/*/comm.parquet` of the hsadmm runs. Every collective call of a rank is
 put in one category: inter-node AllReduce (level inter, the compressed consensus), intra-node
-AllReduce (level intra), Broadcast (the compact z to the node's workers), or other (mask sync and
-the small flat AllReduce of the residual norms, which the paper does not show). Seconds are summed
+AllReduce (level intra), Broadcast (the compact z to the node's workers), or other (mask sync,
+the small flat AllReduce of the residual norms, and the barrier before phase 2 that absorbs the
+wait for ranks still in local training, none of which the paper shows). Seconds are summed
 per rank and category over the run, then averaged over all ranks (followers contribute zero inter-
 node time), as the paper averages over its 64 GPUs. The paper's shares are drawn for reference.
 """

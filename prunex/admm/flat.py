@@ -77,6 +77,7 @@ class FlatADMM:
             self.frozen = True
         dynamic = not self.frozen
         bnames = list(self.buffers)
+        comm.barrier("flat")  # waiting for stragglers is logged apart from the transfer (see hsadmm)
         b = self.buckets
         b.layout([self.theta[n].numel() for n in self.names] + [self.buffers[x].numel() for x in bnames])
         for i, n in enumerate(self.names):

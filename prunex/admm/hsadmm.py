@@ -183,6 +183,9 @@ class HSADMM:
         dynamic = not self.frozen
         bnames = list(self.buffers)
 
+        # Ranks finish local training at different times: wait for all of them here, so the
+        # collectives below are timed as transfers (the wait is logged as a `barrier`).
+        comm.barrier("flat")
         # Phase 2 (Alg. 1 lines 6-8): intra-node AllReduce(sum) of theta + u, then the z_i step.
         ib = self.intra_buckets
         ib.layout([self.theta[n].numel() for n in self.names] + [self.buffers[b].numel() for b in bnames])

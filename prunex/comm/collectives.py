@@ -157,6 +157,11 @@ class Comm:
             dist.all_gather(out, t, group=group)
         return out
 
+    def barrier(self, level: str) -> None:
+        """Wait for every member: a 1-byte AllReduce recorded as `barrier`, so that time spent waiting
+        for stragglers is not charged to the transfer that follows."""
+        self.all_reduce(torch.zeros(1, dtype=torch.uint8, device=self.device), level, "max", tag="barrier")
+
     def mask_sync(self, masks: torch.Tensor, level: str = "inter") -> torch.Tensor:
         """Union of the members' binary masks, eq. (14): an AllReduce of uint8 masks with MAX.
 

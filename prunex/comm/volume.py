@@ -6,7 +6,7 @@ With g members and a payload of n bytes per member, each member sends to its rin
 
 | op                     | bytes each member sends         |
 |------------------------|---------------------------------|
-| allreduce, mask_sync   | 2 (g-1)/g * n  (reduce-scatter + allgather) |
+| allreduce, mask_sync, barrier | 2 (g-1)/g * n  (reduce-scatter + allgather; a barrier is a 1-byte allreduce) |
 | allgather              | (g-1) * n                       |
 | broadcast              | n, except the last member of the chain that starts at the root |
 
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from prunex.topology import Topology
 
-OPS = ("allreduce", "broadcast", "allgather", "mask_sync")
+OPS = ("allreduce", "broadcast", "allgather", "mask_sync", "barrier")
 LEVELS = ("intra", "inter", "flat")
 
 
@@ -49,7 +49,7 @@ def sent_bytes(op: str, nbytes: int, members: int, position: int, root_position:
     g = members
     if g <= 1:
         return 0.0
-    if op in ("allreduce", "mask_sync"):
+    if op in ("allreduce", "mask_sync", "barrier"):
         return 2.0 * (g - 1) / g * nbytes
     if op == "allgather":
         return float((g - 1) * nbytes)
