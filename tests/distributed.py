@@ -1,22 +1,29 @@
 """Run a function in several real gloo processes (no mocks): the test harness for collectives.
 
-`run_distributed(fn, world_size, *args)` spawns `world_size` processes, each with RANK,
-WORLD_SIZE, LOCAL_RANK and MASTER_ADDR/PORT set and a gloo default group initialised, calls
-`fn(rank, *args)`, and returns the list of return values in rank order. An exception in any
-rank fails the call with that rank's traceback; the whole run is bounded by `timeout_s`.
+`run_distributed(fn, world_size, *args)` calls `fn(rank, *args)` in each of `world_size`
+processes that have RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE and MASTER_ADDR/PORT set and a
+gloo default group initialised, and returns the return values in rank order. An exception in any
+rank fails the call with that rank's traceback; every call is bounded by `timeout_s`.
+
+The processes are kept in a pool per world size and reused by later calls (starting a process
+and importing torch costs seconds); a pool whose call failed or timed out is killed, so a rank
+stuck in a collective never leaks into the next test.
 """
 
 from __future__ import annotations
 
+import atexit
+import itertools
 import os
 import pickle
+import queue
 import socket
+import time
 import traceback
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-import torch.distributed as dist
 import torch.multiprocessing as mp
 
 
@@ -26,47 +33,98 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _worker(rank: int, world: int, port: int, fn: Callable, args: tuple, queue: Any, timeout_s: float) -> None:
+def _worker(rank: int, world: int, port: int, tasks: Any, results: Any) -> None:
     os.environ.update(
         RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world),
         MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
     )  # fmt: skip
     import torch
+    import torch.distributed as dist
 
     torch.set_num_threads(1)
-    try:
-        dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=timeout_s))
-        result = fn(rank, *args)
-        queue.put((rank, "ok", pickle.dumps(result)))
-    except BaseException:
-        queue.put((rank, "error", traceback.format_exc()))
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=90))
+    while True:
+        task = tasks.get()
+        if task is None:
+            break
+        task_id, payload = task
+        try:
+            fn, args = pickle.loads(payload)
+            results.put((task_id, rank, "ok", pickle.dumps(fn(rank, *args))))
+        except BaseException:
+            results.put((task_id, rank, "error", traceback.format_exc()))
+    dist.destroy_process_group()
+
+
+class _Pool:
+    def __init__(self, world: int) -> None:
+        ctx = mp.get_context("spawn")
+        self.world = world
+        self.results = ctx.Queue()
+        self.tasks = [ctx.Queue() for _ in range(world)]
+        port = free_port()
+        self.procs = [
+            ctx.Process(target=_worker, args=(r, world, port, self.tasks[r], self.results), daemon=True)
+            for r in range(world)
+        ]
+        for p in self.procs:
+            p.start()
+        self.ids = itertools.count()
+
+    def run(self, fn: Callable, args: tuple, timeout_s: float) -> list[Any]:
+        task_id = next(self.ids)
+        payload = pickle.dumps((fn, args))
+        for q in self.tasks:
+            q.put((task_id, payload))
+        out: dict[int, Any] = {}
+        deadline = time.monotonic() + timeout_s
+        while len(out) < self.world:
+            try:
+                tid, rank, status, data = self.results.get(timeout=max(0.1, min(1.0, deadline - time.monotonic())))
+            except queue.Empty:
+                dead = [r for r, p in enumerate(self.procs) if not p.is_alive()]
+                if dead or time.monotonic() > deadline:
+                    msg = f"distributed call did not finish in {timeout_s} s (dead ranks: {dead})"
+                    raise TimeoutError(msg) from None
+                continue
+            if tid != task_id:
+                continue
+            if status == "error":
+                raise AssertionError(f"rank {rank} failed:\n{data}")
+            out[rank] = pickle.loads(data)
+        return [out[r] for r in range(self.world)]
+
+    def kill(self) -> None:
+        for p in self.procs:
+            if p.is_alive():
+                p.kill()
+        for p in self.procs:
+            p.join(timeout=5)
+
+
+_POOLS: dict[int, _Pool] = {}
+
+
+@atexit.register
+def _shutdown() -> None:
+    for pool in _POOLS.values():
+        for q in pool.tasks:
+            q.put(None)
+        for p in pool.procs:
+            p.join(timeout=5)
+        pool.kill()
+    _POOLS.clear()
 
 
 def run_distributed(fn: Callable, world_size: int, *args: Any, timeout_s: float = 120.0) -> list[Any]:
-    ctx = mp.get_context("spawn")
-    queue = ctx.SimpleQueue()
-    port = free_port()
-    procs = mp.start_processes(
-        _worker, args=(world_size, port, fn, args, queue, timeout_s / 2), nprocs=world_size,
-        join=False, start_method="spawn",
-    )  # fmt: skip
-    import time
-
-    deadline = time.monotonic() + timeout_s
-    while not procs.join(timeout=max(0.1, min(1.0, deadline - time.monotonic()))):
-        if time.monotonic() > deadline:
-            for p in procs.processes:
-                p.kill()
-            raise TimeoutError(f"distributed test did not finish in {timeout_s} s")
-    results: dict[int, Any] = {}
-    while not queue.empty():
-        rank, status, payload = queue.get()
-        if status == "error":
-            raise AssertionError(f"rank {rank} failed:\n{payload}")
-        results[rank] = pickle.loads(payload)
-    missing = set(range(world_size)) - set(results)
-    assert not missing, f"missing results from ranks {missing}"
-    return [results[r] for r in range(world_size)]
+    pool = _POOLS.get(world_size)
+    if pool is None or not all(p.is_alive() for p in pool.procs):
+        if pool is not None:
+            pool.kill()
+        pool = _POOLS[world_size] = _Pool(world_size)
+    try:
+        return pool.run(fn, args, timeout_s)
+    except BaseException:
+        pool.kill()
+        del _POOLS[world_size]
+        raise

@@ -10,7 +10,11 @@ With g members and a payload of n bytes per member, each member sends to its rin
 | allgather              | (g-1) * n                       |
 | broadcast              | n, except the last member of the chain that starts at the root |
 
-A send crosses a node boundary when the successor lives on another node. Ranks are placed
+A send crosses a node boundary when the successor lives on another node. Known gap: gloo
+broadcasts with a binomial tree, not a chain, so a *flat* broadcast across nodes can cross more
+than once (measured on the mini cluster: DDP's initial broadcast over 2 x 2 put 2n on node 0's
+link where the chain counts n); NCCL uses a ring/chain as modelled. Framing adds ~0.2-0.5% to
+large messages and ~1-2 KB to every small collective (measured on the mini cluster). Ranks are placed
 blockwise, so:
 
 - `intra` groups never cross;

@@ -59,8 +59,9 @@ class DDP(StepwiseMethod):
             broadcast_buffers=False,
             bucket_cap_mb=cfg.ddp.bucket_cap_mb,
         )
-        state_bytes = sum(t.numel() * t.element_size() for t in ctx.model.state_dict().values())
-        ctx.comm.record("flat", "broadcast", state_bytes, time.perf_counter() - t0, root=0)
+        # DDP's constructor broadcasts the parameters from rank 0 (not the buffers: broadcast_buffers=False)
+        param_bytes = sum(p.numel() * p.element_size() for p in ctx.model.parameters())
+        ctx.comm.record("flat", "broadcast", param_bytes, time.perf_counter() - t0, root=0)
         self.ddp.register_comm_hook((ctx.comm, ctx.groups.flat), recording_hook(cfg.ddp.grad_dtype))
         self.optimizer = self.make_sgd(self.ddp.parameters())
 

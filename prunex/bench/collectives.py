@@ -1,0 +1,550 @@
+"""Latency and bandwidth of AllReduce and Broadcast on each level (intra, inter, flat), with an alpha-beta fit.
+
+Run (on a mini cluster, ``eval "$(python -m prunex.minicluster env)"`` first, or ``--minicluster DIR``)::
+
+    PYTHONPATH=. python -m prunex.bench.collectives [--sizes 1KB..256MB] [--nodes 2] [--procs-per-node 2]
+        [--executor auto|slurm|local] [--repeats 5] [--small-repeats 20] [--warmup 1]
+        [--out results/bench/collectives.parquet]
+
+The sweep runs as one job of ``nodes x procs_per_node`` tasks submitted through the launcher's own path
+(:func:`prunex.launch.make_executor`: submitit's SlurmExecutor, or the LocalExecutor with ``--executor local``
+where nodes are emulated on one machine and inter-node collectives are delayed by the ``alpha-beta`` link
+model of :class:`prunex.comm.collectives.AlphaBetaLink`).  Every task builds the job's intra, inter and flat
+groups exactly as training does (:func:`prunex.topology.build_groups`) and times every collective with the
+:class:`prunex.comm.Comm` layer, i.e. the seconds a training run would log in ``comm.parquet``.
+
+Method, per level, op and message size n (bytes per member, float32 tensors; sizes ``A..B`` are the powers of
+4 times A up to B, binary units: 1KB = 1024 bytes):
+
+- ``warmup`` untimed calls, then ``repeats`` timed calls (``small_repeats`` below 1 MB, where a call is
+  cheap and scheduling noise is large); every call is preceded by a barrier of all ranks,
+  so every member enters together and the intra-node groups of all nodes run at the same time (as in
+  phase 2 of H-SADMM).  Ranks outside the level's group (workers, for ``inter``) only join the barriers.
+- The time of one call is the slowest member's (a collective is complete when every member has its result);
+  ``seconds`` is the median over the repeats (``seconds_min``/``seconds_max`` are kept as well).
+
+Model fitted, per level and op (Hockney's alpha-beta model on the ring algorithm of
+:mod:`prunex.comm.volume`)::
+
+    t(n) = alpha + b(n) / beta,   b(n) = bytes the busiest member sends in the ring model
+                                        = 2 (g-1)/g * n   for allreduce
+                                        = n               for broadcast (pipelined chain)
+
+with g the group's size.  So ``beta`` is the *bus bandwidth* (NCCL-tests' definition), directly comparable to
+the link rate, and ``alpha`` the per-call latency (including the synchronisation of the members).  The fit is
+weighted least squares with alpha >= 0 and beta > 0 enforced; ``--fit`` chooses the weights:
+
+- ``scaled`` (default): minimise sum((t - fit)^2 / t), i.e. errors scaled as if their variance grew with t.
+- ``relative``: minimise sum(((t - fit) / t)^2).
+- ``absolute``: minimise sum((t - fit)^2).
+
+Why ``scaled``: on the mini cluster the messages below tbf's burst (1 ms of traffic, 125 KB at 1 Gbit/s)
+cross a link faster than its rate, so a relative fit lets the 64-256 KB points pull beta 15-35% above the
+link rate and under-predicts every large transfer, while an absolute fit is decided by the largest sizes
+alone and leaves alpha undetermined (it came out negative for the inter-node broadcast).  The scaled fit
+kept beta within 1% of the 64 MB bus bandwidth and alpha within the spread of the small-message times.
+``r2`` is the coefficient of determination in the fit's own weighting and ``max_rel_err`` the largest
+relative error of the fitted line over the sizes.
+
+Output: ``OUT`` (one row per level, op and size: level, op, size_bytes, seconds, seconds_min, seconds_max,
+members, bytes_term, busbw_bytes_per_s, plus the run's link_model, nodes, procs_per_node, link_bytes_per_s)
+and ``OUT`` with ``.fit.parquet`` in place of ``.parquet`` (one row per level and op: level, op, alpha_s,
+beta_bytes_per_s, r2, max_rel_err, n_points, members, bytes_factor, ...).  :func:`read_results` reads both.
+
+Measured facts to keep in mind when using the fit: gloo (the CPU backend) broadcasts with a binomial tree,
+not a chain, so on a flat group of several nodes the root's node sends the message more than once and the
+fitted broadcast beta of ``flat`` is below the link rate by that factor; its allreduce is the ring of the
+model (``gloo/allreduce.cc``; each rank sends to rank - 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+LEVELS = ("intra", "inter", "flat")
+OPS = ("allreduce", "broadcast")
+DEFAULT_SIZES = "1KB..256MB"
+_UNITS = {
+    "": 1, "b": 1,
+    "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10,
+    "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20,
+    "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
+}  # fmt: skip
+ELEMENT_BYTES = 4  # float32 payloads
+SMALL_BYTES = 1 << 20  # below this, small_repeats timed calls per size
+FIT_WEIGHTINGS = ("scaled", "relative", "absolute")
+MEASUREMENT_COLUMNS = [
+    "level", "op", "size_bytes", "seconds", "seconds_min", "seconds_max", "repeats", "members", "bytes_term",
+    "busbw_bytes_per_s", "link_model", "nodes", "procs_per_node", "link_bytes_per_s",
+]  # fmt: skip
+FIT_COLUMNS = [
+    "level", "op", "alpha_s", "beta_bytes_per_s", "r2", "max_rel_err", "n_points", "members", "bytes_factor",
+    "fit", "link_model", "nodes", "procs_per_node", "link_bytes_per_s",
+]  # fmt: skip
+
+
+class BenchError(RuntimeError):
+    """A one-line reason why the benchmark could not run."""
+
+
+# --------------------------------------------------------------------------------------------- sizes
+def parse_size(text: str) -> int:
+    """``64MB`` -> 67108864 (binary units; a bare number is bytes)."""
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([a-zA-Z]*)\s*", str(text))
+    if not m or m.group(2).lower() not in _UNITS:
+        raise BenchError(f"cannot parse size {text!r} (use e.g. 1KB, 64MB, 4096)")
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+def parse_sizes(spec: str) -> list[int]:
+    """``1KB..256MB`` -> powers of 4 times 1KB up to 256MB; ``1KB,1MB`` -> a list; ``4MB`` -> one size.
+
+    Sizes are rounded down to whole float32 elements (at least one).
+    """
+    spec = spec.strip()
+    if ".." in spec:
+        lo_s, hi_s = spec.split("..", 1)
+        lo, hi = parse_size(lo_s), parse_size(hi_s)
+        if lo < 1 or hi < lo:
+            raise BenchError(f"bad size range {spec!r}: need 0 < low <= high")
+        sizes, n = [], lo
+        while n <= hi:
+            sizes.append(n)
+            n *= 4
+    else:
+        sizes = [parse_size(s) for s in spec.split(",") if s.strip()]
+    if not sizes:
+        raise BenchError(f"no sizes in {spec!r}")
+    out = sorted({max(ELEMENT_BYTES, s - s % ELEMENT_BYTES) for s in sizes})
+    return out
+
+
+def human_size(n: float) -> str:
+    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:g}{unit}"
+    return f"{n:g}B"
+
+
+# --------------------------------------------------------------------------------------------- model
+def bytes_factor(op: str, members: int) -> float:
+    """b(n)/n of the fitted model: what the busiest member of a ring of ``members`` sends, per payload byte."""
+    from prunex.comm.volume import sent_bytes
+
+    return max(sent_bytes(op, 1, members, p, 0) for p in range(members)) if members > 1 else 0.0
+
+
+def fit_alpha_beta(x: Sequence[float], t: Sequence[float], weighting: str = "scaled") -> dict[str, float]:
+    """Weighted least-squares fit of ``t = alpha + x / beta`` with alpha >= 0, 1/beta >= 0.
+
+    ``weighting``: ``"scaled"`` minimises sum((t - fit)^2 / t), ``"relative"`` sum(((t - fit) / t)^2),
+    ``"absolute"`` sum((t - fit)^2).  Returns alpha_s, beta_bytes_per_s (inf when the data show no size
+    dependence), r2 (in the same weighting) and max_rel_err.
+    """
+    import numpy as np
+
+    x = np.asarray(x, dtype=float)
+    t = np.asarray(t, dtype=float)
+    if len(x) < 2 or len(x) != len(t):
+        raise BenchError("an alpha-beta fit needs at least two sizes")
+    if weighting not in FIT_WEIGHTINGS:
+        raise BenchError(f"unknown fit weighting {weighting!r}; known: {', '.join(FIT_WEIGHTINGS)}")
+    if np.any(t <= 0):
+        raise BenchError("an alpha-beta fit needs positive times")
+    w = {"scaled": 1.0 / np.sqrt(t), "relative": 1.0 / t, "absolute": np.ones_like(t)}[weighting]
+    a_mat = np.stack([np.ones_like(x), x], axis=1) * w[:, None]
+    alpha, inv_beta = np.linalg.lstsq(a_mat, t * w, rcond=None)[0]
+    if alpha < 0:  # the constraint is active: fit through the origin
+        alpha = 0.0
+        inv_beta = float(np.sum(w * w * x * t) / np.sum(w * w * x * x))
+    if inv_beta <= 0:  # no size dependence at all: a constant
+        inv_beta = 0.0
+        alpha = float(np.sum(w * w * t) / np.sum(w * w))
+    pred = alpha + inv_beta * x
+    resid = (t - pred) * w
+    mean = np.sum(w * w * t) / np.sum(w * w)  # weighted mean of t
+    total = np.sum(((t - mean) * w) ** 2)
+    r2 = 1.0 - float(np.sum(resid**2) / total) if total > 0 else 1.0
+    return {
+        "alpha_s": float(alpha),
+        "beta_bytes_per_s": float(1.0 / inv_beta) if inv_beta > 0 else math.inf,
+        "r2": r2,
+        "max_rel_err": float(np.max(np.abs(t - pred) / t)),
+    }
+
+
+def fit_table(measurements, weighting: str = "scaled"):
+    """One alpha-beta fit per (level, op) of a measurement table (see module docstring)."""
+    import pandas as pd
+
+    rows = []
+    for (level, op), df in measurements.groupby(["level", "op"], sort=False):
+        df = df.sort_values("size_bytes")
+        fit = fit_alpha_beta(df["bytes_term"].to_numpy(), df["seconds"].to_numpy(), weighting)
+        first = df.iloc[0]
+        rows.append(
+            {
+                "level": level,
+                "op": op,
+                **fit,
+                "n_points": len(df),
+                "members": int(first["members"]),
+                "bytes_factor": bytes_factor(op, int(first["members"])),
+                "fit": weighting,
+                "link_model": first["link_model"],
+                "nodes": int(first["nodes"]),
+                "procs_per_node": int(first["procs_per_node"]),
+                "link_bytes_per_s": float(first["link_bytes_per_s"]),
+            }
+        )
+    return pd.DataFrame(rows, columns=FIT_COLUMNS)
+
+
+def aggregate(task_rows: list[list[dict]], info: dict[str, Any]):
+    """Per-call rows of every task -> one row per (level, op, size): slowest member per call, median over calls."""
+    import pandas as pd
+
+    per_call: dict[tuple, float] = {}
+    members: dict[tuple, int] = {}
+    for rows in task_rows:
+        for r in rows:
+            key = (r["level"], r["op"], r["size_bytes"], r["rep"])
+            per_call[key] = max(per_call.get(key, 0.0), r["seconds"])
+            members[key[:3]] = r["members"]
+    calls: dict[tuple, list[float]] = defaultdict(list)
+    for (level, op, size, _), sec in per_call.items():
+        calls[(level, op, size)].append(sec)
+    out = []
+    order = {lv: i for i, lv in enumerate(LEVELS)}
+    for (level, op, size), secs in sorted(calls.items(), key=lambda kv: (order[kv[0][0]], kv[0][1], kv[0][2])):
+        g = members[(level, op, size)]
+        term = bytes_factor(op, g) * size
+        med = statistics.median(secs)
+        out.append(
+            {
+                "level": level,
+                "op": op,
+                "size_bytes": int(size),
+                "seconds": med,
+                "seconds_min": min(secs),
+                "seconds_max": max(secs),
+                "repeats": len(secs),
+                "members": g,
+                "bytes_term": term,
+                "busbw_bytes_per_s": term / med if med > 0 else math.nan,
+                "link_model": info["link_model"],
+                "nodes": info["nodes"],
+                "procs_per_node": info["procs_per_node"],
+                "link_bytes_per_s": info.get("link_bytes_per_s", math.nan),
+            }
+        )
+    return pd.DataFrame(out, columns=MEASUREMENT_COLUMNS)
+
+
+# --------------------------------------------------------------------------------------------- the job
+def _resolves(host: str | None) -> bool:
+    try:
+        socket.gethostbyname(host or "")
+        return bool(host)
+    except OSError:
+        return False
+
+
+class BenchJob:
+    """What every task of the benchmark job runs (picklable; submitted like :class:`prunex.launch.TrainJob`)."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.spec = dict(spec)
+
+    def __call__(self) -> dict[str, Any]:
+        from prunex.minicluster.helpers import export_torch_env
+
+        s = self.spec
+        if s["executor"] != "inline":
+            env = export_torch_env()
+            if not _resolves(env.master_addr) and os.environ.get("SLURM_LAUNCH_NODE_IPADDR"):
+                os.environ["MASTER_ADDR"] = os.environ["SLURM_LAUNCH_NODE_IPADDR"]
+        import torch
+        import torch.distributed as dist
+
+        from prunex.comm import Comm
+        from prunex.config import LinkConfig
+        from prunex.minicluster.wire import LINK_MODEL, link_model_active
+        from prunex.topology import build_groups, device_for, discover, init_distributed
+
+        topo = discover(s["nodes"], s["procs_per_node"])
+        device = device_for(topo)
+        if device.type == "cpu" and "OMP_NUM_THREADS" not in os.environ:
+            on_machine = topo.world_size if topo.emulated else topo.procs_per_node
+            torch.set_num_threads(max(1, (os.cpu_count() or 1) // on_machine))
+        init_distributed(topo, device, s["timeout_s"])
+        try:
+            groups = build_groups(topo, s["timeout_s"])
+            link = LinkConfig(**s["link"])
+            if link.model == "none" and link_model_active():
+                link = LinkConfig(model=LINK_MODEL)
+            comm = Comm(topo, groups, device, link)
+            reps = {n: s["small_repeats"] if n < SMALL_BYTES else s["repeats"] for n in s["sizes"]}
+            rows = sweep(comm, topo, groups, s["levels"], s["ops"], s["sizes"], s["warmup"], reps, device)
+            dist.barrier(group=groups.flat)
+            return {
+                "rank": topo.rank,
+                "node": topo.node,
+                "host": os.environ.get("SLURMD_NODENAME") or socket.gethostname(),
+                "link_model": comm.link_model,
+                "emulated": topo.emulated,
+                "rows": rows,
+            }
+        finally:
+            if dist.is_initialized():
+                dist.destroy_process_group()
+
+
+def sweep(comm, topo, groups, levels, ops, sizes, warmup, repeats: dict[int, int], device) -> list[dict]:
+    """Run the sweep on this rank (``repeats``: timed calls per size, the same on every rank); returns one
+    row per timed call this rank took part in."""
+    import torch
+    import torch.distributed as dist
+
+    from prunex.comm.volume import group_members
+
+    buf = torch.zeros(max(sizes) // ELEMENT_BYTES, dtype=torch.float32, device=device)  # zeros: sums stay 0
+    rows = []
+    for level in levels:
+        members = group_members(topo, level)
+        if len(members) < 2:
+            continue
+        member = topo.rank in members
+        for op in ops:
+            for size in sizes:
+                t = buf.narrow(0, 0, size // ELEMENT_BYTES)
+                comm.drain()
+                for _ in range(warmup + repeats[size]):
+                    dist.barrier(group=groups.flat)
+                    if not member:
+                        continue
+                    if op == "allreduce":
+                        comm.all_reduce(t, level, "sum")
+                    elif op == "broadcast":
+                        comm.broadcast(t, level)
+                    else:
+                        raise BenchError(f"unknown op {op!r}")
+                recs = comm.drain()[warmup:]
+                rows += [
+                    {"level": level, "op": op, "size_bytes": size, "rep": i, "seconds": r["seconds"],
+                     "members": len(members), "rank": topo.rank}
+                    for i, r in enumerate(recs)
+                ]  # fmt: skip
+    return rows
+
+
+# --------------------------------------------------------------------------------------------- driver
+def _slurm_answers() -> bool:
+    if not shutil.which("scontrol"):
+        return False
+    try:
+        res = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return res.returncode == 0 and "UP" in res.stdout
+
+
+def _minicluster_link_rate() -> float:
+    """Shaped link rate (bytes/s) of the active mini cluster, NaN when unknown."""
+    d = os.environ.get("PRUNEX_MINICLUSTER_DIR")
+    if not d:
+        return math.nan
+    try:
+        from prunex.minicluster.cluster import parse_rate
+
+        rate = json.loads((Path(d) / "cluster.json").read_text()).get("inter_bw")
+        return parse_rate(rate) if rate else math.nan
+    except (OSError, ValueError, RuntimeError):
+        return math.nan
+
+
+def run(
+    sizes: Sequence[int],
+    *,
+    nodes: int = 2,
+    procs_per_node: int = 2,
+    executor: str = "auto",
+    levels: Sequence[str] = LEVELS,
+    ops: Sequence[str] = OPS,
+    repeats: int = 5,
+    small_repeats: int = 20,
+    warmup: int = 1,
+    link_model: str | None = None,
+    alpha_s: float = 5e-5,
+    bandwidth_gbit: float = 1.0,
+    folder: str | Path = "results/bench/collectives.submitit",
+    time_min: int | None = None,
+    timeout_s: float = 300.0,
+    echo: bool = True,
+):
+    """Submit the sweep as one job and return the measurement table (a pandas DataFrame)."""
+    from prunex.config import ConfigError, LinkConfig, RunConfig
+    from prunex.launch import SlurmOptions, make_executor
+
+    if executor == "auto":
+        executor = "slurm" if _slurm_answers() else "local"
+    if executor not in ("slurm", "local"):
+        raise BenchError(f"unknown executor {executor!r} (slurm, local or auto)")
+    bad = [x for x in levels if x not in LEVELS] + [x for x in ops if x not in OPS]
+    if bad:
+        raise BenchError(f"unknown level/op {bad}; levels: {', '.join(LEVELS)}; ops: {', '.join(OPS)}")
+    if repeats < 1 or small_repeats < 1 or warmup < 0:
+        raise BenchError("need --repeats >= 1, --small-repeats >= 1 and --warmup >= 0")
+    if link_model is None:
+        link_model = "alpha-beta" if executor == "local" else "none"
+    try:
+        link = LinkConfig(model=link_model, alpha_s=alpha_s, bandwidth_gbit=bandwidth_gbit)
+        config = RunConfig(
+            method="ddp", nodes=nodes, procs_per_node=procs_per_node, executor=executor,
+            name="bench-collectives", experiment="bench", results=str(Path(folder).parent),
+            collective_timeout_s=timeout_s, link=link,
+        )  # fmt: skip
+    except ConfigError as e:
+        raise BenchError(str(e)) from None
+    spec = {
+        "nodes": nodes, "procs_per_node": procs_per_node, "executor": executor,
+        "levels": list(levels), "ops": list(ops), "sizes": list(sizes), "warmup": warmup, "repeats": repeats,
+        "small_repeats": small_repeats,
+        "timeout_s": timeout_s, "link": {"model": link.model, "alpha_s": link.alpha_s,
+                                         "bandwidth_gbit": link.bandwidth_gbit},
+    }  # fmt: skip
+    slurm = SlurmOptions(time_min=time_min) if time_min else None
+    ex = make_executor(config, folder, slurm)
+    t0 = time.monotonic()
+    job = ex.submit(BenchJob(spec))
+    if echo:
+        print(f"[bench] submitted job {job.job_id} ({executor}, {nodes}x{procs_per_node}), sizes "
+              f"{human_size(sizes[0])}..{human_size(sizes[-1])}, logs in {folder}", flush=True)  # fmt: skip
+    try:
+        results = job.results()
+    except Exception as e:
+        raise BenchError(f"benchmark job {job.job_id} failed (logs in {folder}): "
+                         f"{str(e).strip().splitlines()[-1] if str(e).strip() else e!r}") from e  # fmt: skip
+    if echo:
+        hosts = sorted({r["host"] for r in results})
+        print(f"[bench] job {job.job_id} done in {time.monotonic() - t0:.1f}s on {', '.join(hosts)}", flush=True)
+    if link.model == "alpha-beta":
+        rate = link.bandwidth_gbit * 1e9 / 8
+    else:
+        rate = _minicluster_link_rate()
+    info = {
+        "link_model": results[0]["link_model"],
+        "nodes": nodes,
+        "procs_per_node": procs_per_node,
+        "link_bytes_per_s": rate,
+    }
+    return aggregate([r["rows"] for r in results], info)
+
+
+def fit_path(out: str | Path) -> Path:
+    out = Path(out)
+    return out.with_name(out.name[: -len(".parquet")] + ".fit.parquet" if out.name.endswith(".parquet")
+                         else out.name + ".fit.parquet")  # fmt: skip
+
+
+def read_results(out: str | Path):
+    """(measurements, fit) tables written by this benchmark."""
+    import pandas as pd
+
+    return pd.read_parquet(out), pd.read_parquet(fit_path(out))
+
+
+def format_report(measurements, fit) -> str:
+    weighting = fit["fit"].iloc[0] if len(fit) else "?"
+    lines = [f"alpha-beta fit ({weighting}), t = alpha + b(n)/beta, b(n) = 2(g-1)/g n (allreduce), n (broadcast):"]
+    lines.append(f"{'level':6} {'op':9} {'g':>2} {'alpha_us':>10} {'beta_Gbit/s':>12} {'r2':>7} {'max_rel_err':>11}")
+    for r in fit.itertuples():
+        beta = r.beta_bytes_per_s * 8 / 1e9
+        lines.append(f"{r.level:6} {r.op:9} {r.members:>2} {r.alpha_s * 1e6:>10.1f} {beta:>12.3f} {r.r2:>7.4f} "
+                     f"{r.max_rel_err:>11.3f}")  # fmt: skip
+    largest = measurements[measurements["size_bytes"] == measurements["size_bytes"].max()]
+    rate = float(measurements["link_bytes_per_s"].iloc[0]) if len(measurements) else math.nan
+    lines.append(f"at the largest size ({human_size(largest['size_bytes'].max())}): bus bandwidth")
+    for r in largest.itertuples():
+        frac = (
+            f" = {r.busbw_bytes_per_s / rate:.3f} of the link rate"
+            if math.isfinite(rate) and r.level != "intra"
+            else ""
+        )
+        lines.append(
+            f"  {r.level:6} {r.op:9} {r.seconds * 1e3:9.2f} ms  {r.busbw_bytes_per_s * 8 / 1e9:8.3f} Gbit/s{frac}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m prunex.bench.collectives", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("--sizes", default=DEFAULT_SIZES, help="A..B (powers of 4), a comma list, or one size")
+    p.add_argument("--nodes", type=int, default=2)
+    p.add_argument("--procs-per-node", type=int, default=2)
+    p.add_argument("--executor", default="auto", choices=("auto", "slurm", "local"),
+                   help="auto: slurm when a Slurm controller answers, else local")  # fmt: skip
+    p.add_argument("--levels", default=",".join(LEVELS))
+    p.add_argument("--ops", default=",".join(OPS))
+    p.add_argument("--repeats", type=int, default=5, help="timed calls per size from 1 MB on")
+    p.add_argument("--small-repeats", type=int, default=20, help="timed calls per size below 1 MB")
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--link-model", default=None, choices=("none", "alpha-beta"),
+                   help="default: alpha-beta with --executor local, none (real links) otherwise")  # fmt: skip
+    p.add_argument("--alpha", type=float, default=5e-5, help="alpha-beta link model: latency per hop (s)")
+    p.add_argument("--bandwidth-gbit", type=float, default=1.0, help="alpha-beta link model: link rate")
+    p.add_argument("--fit", default="scaled", choices=FIT_WEIGHTINGS, help="least-squares weighting (see above)")
+    p.add_argument("--out", default="results/bench/collectives.parquet")
+    p.add_argument("--time-min", type=int, default=None, help="Slurm time limit (default: PRUNEX_SLURM_TIME_MIN or 60)")
+    p.add_argument("--timeout", type=float, default=300.0, help="collective timeout (s)")
+    p.add_argument("--minicluster", default=None, metavar="DIR", help="use the client environment of this mini cluster")
+    args = p.parse_args(argv)
+    try:
+        sizes = parse_sizes(args.sizes)
+        if args.minicluster:
+            from prunex.minicluster import MiniCluster
+
+            c = MiniCluster(args.minicluster)
+            if not c.is_up():
+                raise BenchError(f"no mini cluster is up in {c.dir}")
+            os.environ.update(c.env())
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        folder = out.with_name(out.name.removesuffix(".parquet") + ".submitit")
+        meas = run(
+            sizes, nodes=args.nodes, procs_per_node=args.procs_per_node, executor=args.executor,
+            levels=[x for x in args.levels.split(",") if x], ops=[x for x in args.ops.split(",") if x],
+            repeats=args.repeats, small_repeats=args.small_repeats, warmup=args.warmup,
+            link_model=args.link_model, alpha_s=args.alpha, bandwidth_gbit=args.bandwidth_gbit, folder=folder,
+            time_min=args.time_min, timeout_s=args.timeout,
+        )  # fmt: skip
+        fit = fit_table(meas, args.fit)
+    except (BenchError, OSError) as e:
+        print(f"prunex.bench.collectives: {e}", file=sys.stderr)
+        return 2
+    from prunex.log import write_parquet
+
+    write_parquet(out, meas)
+    write_parquet(fit_path(out), fit)
+    print(format_report(meas, fit))
+    print(f"wrote {out} and {fit_path(out)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
