@@ -19,24 +19,34 @@ PY
 }
 
 bootstrap() {
+  # The checkout is put on PYTHONPATH (also for the processes submitit starts), not installed: one
+  # environment can then serve several checkouts without pointing at the wrong one.
+  export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
   if [ -n "${CONDA_PREFIX:-}${VIRTUAL_ENV:-}" ] && [ "${VIRTUAL_ENV:-}" != "$ROOT/.venv" ] \
      && command -v python >/dev/null && have_packages python; then
     PY=$(command -v python)
     say "using the active environment ($PY)"
-    "$PY" -m pip install -q --no-deps -e . >/dev/null 2>&1 || true
     return
   fi
-  local stamp=".venv/.prunex-stamp" want
-  want=$(cat requirements.txt pyproject.toml | sha256sum | cut -c1-16)
-  if [ ! -x .venv/bin/python ]; then
-    say "building .venv (first run: a few minutes)"
-    "${PYTHON:-python3}" -m venv .venv
+  local want
+  want=$(cat requirements.txt | sha256sum | cut -c1-16)
+  # .venv is a link to a shared environment keyed by requirements.txt (torch's CUDA build is ~5 GB;
+  # every checkout of the same pins shares it). PRUNEX_VENV_CACHE=none builds a private .venv.
+  local cache="${PRUNEX_VENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/prunex}"
+  local target="$ROOT/.venv"
+  if [ "$cache" != none ] && { [ -L .venv ] || [ ! -e .venv ]; }; then
+    target="$cache/venv-$want"
+    mkdir -p "$cache"
   fi
-  if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-    say "installing pinned packages into .venv"
-    .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt
-    .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -e .
-    echo "$want" > "$stamp"
+  if [ "$(cat "$target/.prunex-stamp" 2>/dev/null)" != "$want" ]; then
+    say "building the environment in $target (first run: a few minutes)"
+    rm -rf "$target"
+    "${PYTHON:-python3}" -m venv "$target"
+    "$target/bin/python" -m pip install -q --disable-pip-version-check -r requirements.txt
+    echo "$want" > "$target/.prunex-stamp"
+  fi
+  if [ "$target" != "$ROOT/.venv" ]; then
+    ln -sfn "$target" .venv
   fi
   PY="$ROOT/.venv/bin/python"
 }

@@ -33,8 +33,8 @@ def test_runs_are_unique_and_valid(name: str, profile: str) -> None:
 
 def test_dry_run_prints_every_run_and_submits_nothing(tmp_path: Path, capsys) -> None:
     results = tmp_path / "r"
-    assert cli.main("pareto", importlib.import_module("experiments.pareto").runs, None,
-                    ["--profile", "paper", "--results", str(results), "--dry-run", "--partition", "gpu"]) == 0  # fmt: skip
+    argv = ["--profile", "paper", "--results", str(results), "--dry-run", "--partition", "gpu"]
+    assert cli.main("pareto", importlib.import_module("experiments.pareto").runs, None, argv) == 0
     lines = [json.loads(x) for x in capsys.readouterr().out.strip().splitlines()]
     assert len(lines) == 30 and all(x["params"]["slurm_partition"] == "gpu" for x in lines)
     assert not results.exists()
