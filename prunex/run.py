@@ -49,6 +49,8 @@ _NESTED_OPTIONS = {
     "topk_warmup_epochs": ("topk", "warmup_epochs"),
     "topk_momentum_correction": ("topk", "momentum_correction"),
     "density": ("pactrain", "density"),
+    "prune_epochs": ("pactrain", "prune_epochs"),
+    "prune_every": ("pactrain", "prune_every"),
     "link_model": ("link", "model"),
     "inter_latency_s": ("link", "alpha_s"),
     "inter_bw_gbit": ("link", "bandwidth_gbit"),
@@ -82,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--collective-timeout-s", type=float)
     g = p.add_argument_group("method options")
     for opt in ("iterations", "local_epochs", "freeze_iteration", "freeze_patience", "retrain_epochs",
-                "topk_warmup_epochs"):  # fmt: skip
+                "topk_warmup_epochs", "prune_epochs", "prune_every"):  # fmt: skip
         g.add_argument("--" + opt.replace("_", "-"), type=int)
     for opt in ("channel_keep", "filter_keep", "shape_keep", "bucket_mb", "rho_intra", "rho_inter", "rho_max",
                 "topk_ratio", "density", "inter_latency_s", "inter_bw_gbit"):  # fmt: skip

@@ -6,11 +6,15 @@ from prunex.methods.base import Context, IterationResult, Method
 from prunex.methods.ddp import DDP
 from prunex.methods.flat_admm import FlatADMMMethod
 from prunex.methods.hsadmm import HSADMMMethod
+from prunex.methods.pactrain import PacTrain
+from prunex.methods.topk import TopK
 
 METHODS: dict[str, type[Method]] = {
     "ddp": DDP,
     "hsadmm": HSADMMMethod,
     "flat_admm": FlatADMMMethod,
+    "topk": TopK,
+    "pactrain": PacTrain,
 }
 
 __all__ = ["METHODS", "Context", "IterationResult", "Method"]
