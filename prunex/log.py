@@ -253,3 +253,32 @@ def collect_meta(topology: dict[str, Any], device: str, backend: str, link_model
 
 def finite_or_nan(x: float) -> float:
     return float(x) if x is not None and math.isfinite(x) else float("nan")
+
+
+SAVED_FILES = ("config.json", "meta.json", DONE)
+
+
+def export_logs(src: str | Path, dst: str | Path) -> int:
+    """Copy the finished logs of every run under `src` (json, merged parquet tables, DONE; not the
+    per-rank parts, checkpoints or submitit files) to `dst`. Returns the number of runs copied."""
+    import shutil
+
+    src, dst = Path(src), Path(dst)
+    count = 0
+    for done in sorted(src.rglob(DONE)):
+        run = done.parent
+        target = dst / run.relative_to(src)
+        target.mkdir(parents=True, exist_ok=True)
+        for f in [*(run / n for n in SAVED_FILES), *sorted(run.glob("*.parquet"))]:
+            if f.exists():
+                shutil.copy2(f, target / f.name)
+        count += 1
+    return count
+
+
+if __name__ == "__main__":
+    import sys
+
+    if len(sys.argv) != 4 or sys.argv[1] != "export":
+        sys.exit("usage: python -m prunex.log export RESULTS_DIR SAVED_DIR")
+    print(f"exported {export_logs(sys.argv[2], sys.argv[3])} runs to {sys.argv[3]}")

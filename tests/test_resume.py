@@ -14,8 +14,8 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
 
-ARGS = ["--method", "hsadmm", "--nodes", "1", "--procs-per-node", "2", "--iterations", "5", "--local-epochs", "1",
-        "--train-subset", "256", "--rho-intra", "0.05", "--rho-inter", "0.005", "--freeze-iteration", "3",
+ARGS = ["--method", "hsadmm", "--nodes", "1", "--procs-per-node", "2", "--iterations", "4", "--local-epochs", "1",
+        "--train-subset", "128", "--rho-intra", "0.05", "--rho-inter", "0.005", "--freeze-iteration", "3",
         "--bn-batches", "2", "--name", "resume"]  # fmt: skip
 
 
