@@ -1,0 +1,89 @@
+"""An analytic performance model of every method: seconds per iteration and per epoch, bytes per level.
+
+    python -m prunex.perfmodel validate --results DIR [--collectives SWEEP.parquet | --measure-loopback] [--out DIR]
+    python -m prunex.perfmodel project --cluster puhti [--model resnet152] [--out DIR]
+    python -m prunex.perfmodel loopback --out loopback.parquet      # measure this machine's loopback level
+
+Pieces (each a small set of pure functions and dataclasses):
+
+- `prunex.perfmodel.formulas`: Hockney's alpha-beta model on ring collectives (Thakur, Rabenseifner &
+  Gropp 2005; Patarasuk & Yuan 2009): AllReduce ``2(p-1) alpha + 2(p-1)/p n/beta``, AllGather
+  ``(p-1) alpha + (p-1) n/beta``, Broadcast ``ceil(log2 p)(alpha + n/beta)`` (tree) or
+  ``(p-1) alpha + n/beta`` (pipelined ring); flat groups spanning nodes run at the inter-node link's
+  pace; one latency term per bucket; the alpha-beta emulation; job-wide bytes per level.
+- `prunex.perfmodel.workload`: the collectives, samples and memory-bound work of one iteration of
+  hsadmm, flat_admm, ddp, topk and pactrain, from the model's layer shapes and the kept groups (keep
+  rates, or a run's masks.parquet); the cost split into compute, intra/inter/flat AllReduce,
+  Broadcast, AllGather, mask sync and compress/decompress; time per epoch under strong scaling.
+- `prunex.perfmodel.calibrate`: alpha and beta per level from timings (a least-squares fit, the fit
+  table of ``prunex.bench.collectives``, or a loopback sweep), compute seconds per sample from a run's
+  steps.parquet, and cluster files.
+- `prunex.perfmodel.validate`: predicted vs measured comm_s of logged runs (csv + png).
+- `prunex.perfmodel.project`: Fig. 9 on a described cluster, beside the paper's 6.75x / 5.81x / 3.71x.
+
+Cluster files (``clusters/<name>.json``; ``--cluster NAME`` or ``--cluster PATH``). Every number may be
+given plain or as ``{"value": x, "status": "datasheet|measured|estimate|assumption", "source": "..."}``;
+the status and source are printed with each projection::
+
+    {
+      "name": "mycluster",
+      "description": "free text",
+      "gpus_per_node": 4,                       # P
+      "intra": {                                # intra-node link (e.g. NVLink)
+        "alpha_s": 3.4e-6,                      # latency per ring step, seconds
+        "beta_bytes_per_s": 1.3e11              # bus bandwidth, or instead:
+        # "nominal_bytes_per_s": 1.5e11, "efficiency": 0.87, "rails": 1   (beta = product)
+      },
+      "inter": {"alpha_s": 1.4e-5, "nominal_bytes_per_s": 1.25e10, "efficiency": 0.8, "rails": 1},
+      "broadcast_algo": "ring",                 # "ring" (NCCL) or "tree" (gloo)
+      "device": {"memory_bytes_per_s": 9e11, "memory_efficiency": 0.8, "kernel_launch_s": 5e-6},
+      "compute_s_per_sample": {"resnet152": 2.6e-3},   # forward + backward + step, per training sample
+      "datasets": {"cifar10": 50000},           # training samples (cifar10 and digits are built in)
+      "notes": ["free-text assumptions, printed with the projection"]
+    }
+"""
+
+from __future__ import annotations
+
+from prunex.perfmodel.calibrate import (
+    CalibrationError,
+    Cluster,
+    LinkFit,
+    compute_per_sample,
+    fit_link,
+    load_cluster,
+    measure_loopback,
+    network_from_fit,
+)
+from prunex.perfmodel.formulas import (
+    Collective,
+    Link,
+    Network,
+    allgather_time,
+    allreduce_time,
+    broadcast_time,
+    collective_time,
+    ring_bytes,
+    time_of,
+)
+from prunex.perfmodel.project import PAPER_SPEEDUP, project
+from prunex.perfmodel.validate import validate
+from prunex.perfmodel.workload import (
+    Device,
+    IterationCost,
+    ModelSpec,
+    Options,
+    Workload,
+    epoch_cost,
+    iteration_cost,
+    method_workload,
+    model_spec,
+)
+
+__all__ = [
+    "PAPER_SPEEDUP", "CalibrationError", "Cluster", "Collective", "Device", "IterationCost", "Link", "LinkFit",
+    "ModelSpec", "Network", "Options", "Workload", "allgather_time", "allreduce_time", "broadcast_time",
+    "collective_time", "compute_per_sample", "epoch_cost", "fit_link", "iteration_cost", "load_cluster",
+    "measure_loopback", "method_workload", "model_spec", "network_from_fit", "project", "ring_bytes", "time_of",
+    "validate",
+]  # fmt: skip

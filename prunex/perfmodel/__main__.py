@@ -1,0 +1,131 @@
+"""Command line of `prunex.perfmodel`: validate, project, loopback (see the package docstring)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from prunex.perfmodel.calibrate import (
+    CalibrationError,
+    compute_per_sample,
+    load_cluster,
+    measure_loopback,
+    read_fit_table,
+)
+from prunex.perfmodel.formulas import Link
+from prunex.perfmodel.project import format_projection, gpu_series, plot_projection, project, with_overrides
+from prunex.perfmodel.validate import format_breakdown, format_table, plot_validation, validate, validate_by_op
+from prunex.perfmodel.workload import Options
+
+
+def _validate(args: argparse.Namespace) -> int:
+    fit = read_fit_table(args.collectives) if args.collectives else None
+    loopback = None
+    if args.measure_loopback:
+        meas, lfit = measure_loopback(procs=args.loopback_procs)
+        row = lfit[lfit["op"] == "allreduce"].iloc[0]
+        steps = 2 * (args.loopback_procs - 1)
+        loopback = Link(float(row["alpha_s"]) / steps, float(row["beta_bytes_per_s"]))
+        print(f"measured loopback ({args.loopback_procs} processes): alpha {loopback.alpha_s * 1e6:.1f} us/step, "
+              f"beta {loopback.beta / 1e9:.3f} GB/s, r2 {row['r2']:.3f}")  # fmt: skip
+    elif args.loopback_alpha_s is not None or args.loopback_beta is not None:
+        if args.loopback_alpha_s is None or args.loopback_beta is None:
+            raise CalibrationError("give both --loopback-alpha-s and --loopback-beta")
+        loopback = Link(args.loopback_alpha_s, args.loopback_beta)
+    df = validate(args.results, fit, loopback, args.tolerance)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    by_op = validate_by_op(args.results, fit, loopback)
+    df.to_csv(out / "validation.csv", index=False)
+    by_op.to_csv(out / "validation_by_op.csv", index=False)
+    plot_validation(df, out / "validation.png", args.tolerance)
+    print(format_table(df))
+    print(format_breakdown(by_op))
+    print(f"wrote {out / 'validation.csv'}, {out / 'validation_by_op.csv'} and {out / 'validation.png'}")
+    return 1 if args.strict and not bool(df["within"].all()) else 0
+
+
+def _project(args: argparse.Namespace) -> int:
+    cluster = with_overrides(load_cluster(args.cluster), args.inter_beta_scale)
+    opts = Options(batch_size=args.batch_size, local_epochs=args.local_epochs, channel_keep=args.channel_keep,
+                   filter_keep=args.filter_keep, topk_ratio=args.topk_ratio, ddp_overlap=args.ddp_overlap,
+                   dynamic_fraction=args.dynamic_fraction)  # fmt: skip
+    gpus = gpu_series([int(g) for g in args.gpus.split(",")], args.extend_to)
+    methods = [m for m in args.methods.split(",") if m]
+    per_sample = args.compute_s_per_sample
+    if args.compute_from_run:
+        per_sample = compute_per_sample(args.compute_from_run)
+        print(f"compute per sample from {args.compute_from_run}: {per_sample * 1e3:.4f} ms")
+    df = project(cluster, args.model, args.dataset, methods, gpus, opts, per_sample)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"projection_{Path(cluster.path).stem or cluster.name}_{args.model}"
+    df.to_csv(out / f"{stem}.csv", index=False)
+    plot_projection(df, out / f"{stem}.png", f"{cluster.name}: {args.model}, {args.dataset}, batch "
+                    f"{args.batch_size}/GPU, channel keep {args.channel_keep}, E = {args.local_epochs}")  # fmt: skip
+    print(format_projection(df, cluster))
+    print("assumptions:")
+    for note in cluster.assumptions:
+        print(f"  - {note}")
+    print(f"wrote {out / (stem + '.csv')} and {out / (stem + '.png')}")
+    return 0
+
+
+def _loopback(args: argparse.Namespace) -> int:
+    from prunex.log import write_parquet
+
+    meas, fit = measure_loopback(procs=args.procs)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_parquet(out, meas)
+    write_parquet(out.with_name(out.name.removesuffix(".parquet") + ".fit.parquet"), fit)
+    print(fit.to_string(index=False))
+    print(f"wrote {out} (measurements) and its .fit.parquet; use it with validate --collectives {out}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m prunex.perfmodel", description="PruneX analytic performance model")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    v = sub.add_parser("validate", help="predict logged runs' comm seconds per iteration and compare")
+    v.add_argument("--results", required=True, help="searched recursively for runs")
+    v.add_argument("--collectives", default=None, help="collective sweep parquet (or its .fit.parquet)")
+    v.add_argument("--measure-loopback", action="store_true", help="measure the loopback level now (gloo)")
+    v.add_argument("--loopback-procs", type=int, default=2)
+    v.add_argument("--loopback-alpha-s", type=float, default=None, help="loopback latency per ring step")
+    v.add_argument("--loopback-beta", type=float, default=None, help="loopback bandwidth, bytes/s")
+    v.add_argument("--tolerance", type=float, default=0.2)
+    v.add_argument("--strict", action="store_true", help="exit 1 when a prediction misses the tolerance")
+    v.add_argument("--out", default="results/perfmodel")
+    j = sub.add_parser("project", help="project Fig. 9 (strong scaling) on a described cluster")
+    j.add_argument("--cluster", default="puhti", help="name in clusters/ or a JSON path")
+    j.add_argument("--model", default="resnet152")
+    j.add_argument("--dataset", default="cifar10")
+    j.add_argument("--methods", default="hsadmm,ddp,topk")
+    j.add_argument("--gpus", default="8,16,32,64", help="base series (the first is the speedup baseline)")
+    j.add_argument("--extend-to", type=int, default=4096, help="continue doubling up to this many GPUs (0: no)")
+    j.add_argument("--batch-size", type=int, default=128)
+    j.add_argument("--local-epochs", type=int, default=5)
+    j.add_argument("--channel-keep", type=float, default=0.5)
+    j.add_argument("--filter-keep", type=float, default=1.0)
+    j.add_argument("--topk-ratio", type=float, default=0.01)
+    j.add_argument("--ddp-overlap", type=float, default=1.0, help="share of the backward pass DDP hides comm behind")
+    j.add_argument("--dynamic-fraction", type=float, default=0.25, help="hsadmm iterations with a dynamic mask")
+    j.add_argument("--compute-s-per-sample", type=float, default=None, help="override the cluster file's value")
+    j.add_argument("--compute-from-run", metavar="RUN_DIR", help="compute seconds per sample from a run's logs")
+    j.add_argument("--inter-beta-scale", type=float, default=None, help="scale the inter-node bandwidth")
+    j.add_argument("--out", default="results/perfmodel")
+    lb = sub.add_parser("loopback", help="measure this machine's loopback level (gloo) and write a fit table")
+    lb.add_argument("--procs", type=int, default=2)
+    lb.add_argument("--out", default="results/perfmodel/loopback.parquet")
+    args = p.parse_args(argv)
+    try:
+        return {"validate": _validate, "project": _project, "loopback": _loopback}[args.cmd](args)
+    except (CalibrationError, ValueError, OSError) as e:
+        print(f"prunex.perfmodel: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,342 @@
+"""Calibration: link parameters from timings, compute seconds per sample from runs, cluster files.
+
+- :func:`fit_link`: weighted least squares of ``t(n) = A + b(n) / beta`` over message sizes, with
+  ``b(n)`` the bandwidth term of `prunex.perfmodel.formulas.bandwidth_bytes` and ``A`` the per-call
+  latency, which is ``steps * alpha`` (Hockney's model on the ring, `formulas.ring_steps`), so
+  ``alpha = A / steps``. Weights ``1/t`` (relative errors: the small sizes fix alpha, the large ones
+  beta) by default; ``absolute`` and ``scaled`` (``1/sqrt(t)``, the collective sweep's default) too.
+- :func:`network_from_fit`: a :class:`~prunex.perfmodel.formulas.Network` from the fit table of
+  ``prunex.bench.collectives`` (columns level, op, alpha_s (per call), beta_bytes_per_s (bus
+  bandwidth, the same b(n) as here), members).
+- :func:`measure_loopback`: a small gloo sweep between processes of this machine, for the loopback
+  "intra" level of the alpha-beta emulation.
+- :func:`compute_per_sample`: compute seconds per training sample of a run (steps.parquet
+  ``compute_s`` over the samples one rank trains per iteration).
+- :func:`load_cluster`: a cluster description file (schema in `prunex.perfmodel`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prunex.perfmodel.formulas import Link, Network, bandwidth_bytes, ring_steps
+
+WEIGHTINGS = ("relative", "scaled", "absolute")
+DATASET_SIZES = {"cifar10": 50_000, "digits": 1_438}  # training images (README: digits 80% of 1,797)
+CLUSTERS_DIR = Path(__file__).resolve().parent.parent.parent / "clusters"
+
+
+class CalibrationError(RuntimeError):
+    """Input that cannot be calibrated from; the message says why."""
+
+
+@dataclass(frozen=True)
+class LinkFit:
+    link: Link
+    call_latency_s: float  # A = steps * alpha
+    r2: float
+    max_rel_err: float
+    points: int
+
+
+def fit_link(sizes: Sequence[float], seconds: Sequence[float], op: str = "allreduce", members: int = 2,
+             broadcast_algo: str = "ring", weighting: str = "relative") -> LinkFit:  # fmt: skip
+    """Fit ``t(n) = steps(op, p) * alpha + bandwidth_bytes(op, n, p) / beta`` (Hockney 1994 on the
+    ring of Thakur et al. 2005) to timings of one op on a group of ``members``.
+
+    Weighted least squares with ``alpha >= 0`` and ``beta > 0`` enforced (a negative intercept is
+    refitted through the origin). Returns the :class:`LinkFit` (alpha per ring step).
+    """
+    import numpy as np
+
+    if weighting not in WEIGHTINGS:
+        raise CalibrationError(f"unknown weighting {weighting!r}; known: {', '.join(WEIGHTINGS)}")
+    n = np.asarray(sizes, dtype=float)
+    t = np.asarray(seconds, dtype=float)
+    if len(n) < 2 or len(n) != len(t) or len(set(n.tolist())) < 2:
+        raise CalibrationError("a fit needs timings at two or more distinct sizes")
+    if np.any(t <= 0) or not np.all(np.isfinite(t)):
+        raise CalibrationError("a fit needs positive, finite times")
+    steps = ring_steps(op, members, broadcast_algo)
+    if steps == 0:
+        raise CalibrationError(f"a group of {members} member(s) does not communicate")
+    x = np.array([bandwidth_bytes(op, s, members, broadcast_algo) for s in n])
+    w = {"relative": 1.0 / t, "scaled": 1.0 / np.sqrt(t), "absolute": np.ones_like(t)}[weighting]
+    a_mat = np.stack([np.ones_like(x), x], axis=1) * w[:, None]
+    intercept, slope = np.linalg.lstsq(a_mat, t * w, rcond=None)[0]
+    if intercept < 0:
+        intercept = 0.0
+        slope = float(np.sum(w * w * x * t) / np.sum(w * w * x * x))
+    if slope <= 0:
+        raise CalibrationError("the timings do not grow with the message size: no bandwidth to fit")
+    pred = intercept + slope * x
+    mean = np.sum(w * w * t) / np.sum(w * w)
+    total = float(np.sum(((t - mean) * w) ** 2))
+    r2 = 1.0 - float(np.sum(((t - pred) * w) ** 2)) / total if total > 0 else 1.0
+    return LinkFit(Link(float(intercept) / steps, 1.0 / float(slope)), float(intercept), r2,
+                   float(np.max(np.abs(t - pred) / t)), len(n))  # fmt: skip
+
+
+# -------------------------------------------------------------------------------- fit tables (sweep)
+FIT_COLUMNS = ("level", "op", "alpha_s", "beta_bytes_per_s", "members")
+
+
+def read_fit_table(path: str | Path):
+    """The fit table of a collective sweep: ``path`` itself when it has the fit columns, else its
+    ``.fit.parquet`` sibling (`prunex.bench.collectives.fit_path`), else a fit of its measurement
+    rows (level, op, size_bytes, seconds, members)."""
+    import pandas as pd
+
+    path = Path(path)
+    if not path.exists():
+        raise CalibrationError(f"{path}: no such file")
+    df = pd.read_parquet(path)
+    if all(c in df.columns for c in FIT_COLUMNS):
+        return df
+    sibling = path.with_name(path.name.removesuffix(".parquet") + ".fit.parquet")
+    if sibling.exists():
+        fit = pd.read_parquet(sibling)
+        if all(c in fit.columns for c in FIT_COLUMNS):
+            return fit
+    needed = ("level", "op", "size_bytes", "seconds", "members")
+    if not all(c in df.columns for c in needed):
+        raise CalibrationError(f"{path}: neither a fit table nor a measurement table of the collective sweep")
+    return fit_measurements(df)
+
+
+def fit_measurements(df, weighting: str = "relative", broadcast_algo: str = "ring"):
+    """Fit rows (level, op, alpha_s per call, beta_bytes_per_s, r2, members) from measurement rows."""
+    import pandas as pd
+
+    rows = []
+    for (level, op), g in df.groupby(["level", "op"], sort=False):
+        p = int(g["members"].iloc[0])
+        f = fit_link(g["size_bytes"].tolist(), g["seconds"].tolist(), op, p, broadcast_algo, weighting)
+        rows.append({"level": level, "op": op, "alpha_s": f.call_latency_s, "beta_bytes_per_s": f.link.beta,
+                     "r2": f.r2, "max_rel_err": f.max_rel_err, "members": p, "n_points": f.points})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def links_from_fit_table(fit, broadcast_algo: str = "ring") -> dict[tuple[str, str], Link]:
+    """(level, op) -> Link with alpha per ring step = per-call alpha / ring_steps(op, members)."""
+    out = {}
+    for r in fit.itertuples():
+        steps = ring_steps(str(r.op), int(r.members), broadcast_algo)
+        beta = float(r.beta_bytes_per_s)
+        if steps == 0 or not (beta > 0 and math.isfinite(beta)):
+            continue
+        out[(str(r.level), str(r.op))] = Link(max(0.0, float(r.alpha_s)) / steps, beta)
+    return out
+
+
+def network_from_fit(fit, *, emulated: bool = False, inter: Link | None = None, broadcast_algo: str = "tree",
+                     undelayed: frozenset[tuple[str, str]] = frozenset()) -> Network:  # fmt: skip
+    """A Network from a sweep's fit table.
+
+    Real links: intra/inter/flat from the allreduce fits of each level (broadcast fits where present).
+    Emulated (alpha-beta): only the intra (loopback) fits are used; ``inter`` must be the modelled link
+    (from the run's config), since the sweep's inter and flat timings contain its own delays.
+    """
+    links = links_from_fit_table(fit, broadcast_algo)
+    intra = links.get(("intra", "allreduce"))
+    if intra is None:
+        raise CalibrationError("the fit table has no intra-level allreduce fit")
+    if emulated:
+        if inter is None:
+            raise CalibrationError("an emulated network needs the modelled inter-node link")
+        return Network(intra, inter, intra_broadcast=links.get(("intra", "broadcast")),
+                       broadcast_algo=broadcast_algo, emulated=True, undelayed=undelayed)  # fmt: skip
+    inter = inter or links.get(("inter", "allreduce"))
+    if inter is None:
+        raise CalibrationError("the fit table has no inter-level allreduce fit")
+    return Network(intra, inter, links.get(("intra", "broadcast")), links.get(("inter", "broadcast")),
+                   links.get(("flat", "allreduce")), broadcast_algo)  # fmt: skip
+
+
+# -------------------------------------------------------------------------------- loopback sweep
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _loopback_worker(rank: int, world: int, port: int, sizes: list[int], repeats: int, queue: Any) -> None:
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    rows = []
+    try:
+        for op in ("allreduce", "broadcast"):
+            for n in sizes:
+                t = torch.zeros(max(1, n // 4))
+                for rep in range(repeats + 1):  # the first call is a warm-up
+                    dist.barrier()
+                    t0 = time.perf_counter()
+                    if op == "allreduce":
+                        dist.all_reduce(t)
+                    else:
+                        dist.broadcast(t, 0)
+                    if rep:
+                        rows.append((op, n, rep, time.perf_counter() - t0))
+        queue.put(rows)
+    finally:
+        dist.destroy_process_group()
+
+
+def measure_loopback(procs: int = 2, sizes: Sequence[int] = tuple(4096 * 4**i for i in range(6)),
+                     repeats: int = 7, weighting: str = "relative"):  # fmt: skip
+    """Time gloo allreduce and broadcast between ``procs`` processes of this machine (loopback TCP) and
+    fit them: a fit table (level ``intra``) for :func:`network_from_fit`. A call's time is its
+    slowest member's; the median over ``repeats`` calls is fitted."""
+    import multiprocessing as mp
+
+    import pandas as pd
+
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    port = _free_port()
+    env = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS",)}
+    os.environ["OMP_NUM_THREADS"] = "1"
+    try:
+        ps = [ctx.Process(target=_loopback_worker, args=(r, procs, port, list(sizes), repeats, queue))
+              for r in range(procs)]  # fmt: skip
+        for p in ps:
+            p.start()
+        results = [queue.get(timeout=600) for _ in ps]
+        for p in ps:
+            p.join(timeout=60)
+    finally:
+        for k, v in env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    slowest: dict[tuple[str, int, int], float] = {}
+    for rows in results:
+        for op, n, rep, sec in rows:
+            slowest[(op, n, rep)] = max(slowest.get((op, n, rep), 0.0), sec)
+    per: dict[tuple[str, int], list[float]] = {}
+    for (op, n, _), sec in slowest.items():
+        per.setdefault((op, n), []).append(sec)
+    meas = pd.DataFrame([{"level": "intra", "op": op, "size_bytes": n, "seconds": statistics.median(v),
+                          "members": procs} for (op, n), v in sorted(per.items())])  # fmt: skip
+    return meas, fit_measurements(meas, weighting, broadcast_algo="tree")
+
+
+# -------------------------------------------------------------------------------- compute per sample
+def shard_of(config: dict[str, Any]) -> int:
+    """Training samples per rank of a run (config.json as a dict): ``floor(D / N)`` (DistributedSampler
+    with drop_last), D the dataset's training split or ``train_subset``."""
+    world = int(config["nodes"]) * int(config["procs_per_node"])
+    size = DATASET_SIZES.get(config["dataset"])
+    subset = int(config.get("train_subset") or 0)
+    if subset:
+        size = min(subset, size) if size else subset
+    if size is None:
+        raise CalibrationError(f"unknown dataset size of {config['dataset']!r}")
+    return size // world
+
+
+def samples_per_iteration(config: dict[str, Any]) -> float:
+    """Training samples one rank processes per logged iteration of a run (config.json as a dict)."""
+    shard = shard_of(config)
+    if config["method"] in ("hsadmm", "flat_admm"):
+        return float(config["admm"]["local_epochs"] * shard)
+    return float(min(int(config["batch_size"]), shard))
+
+
+def compute_per_sample(run_dir: str | Path, skip_first: bool = True) -> float:
+    """Mean ``compute_s`` per training sample of a run (iteration 0 left out when there are more)."""
+    import pandas as pd
+
+    run_dir = Path(run_dir)
+    config = json.loads((run_dir / "config.json").read_text())
+    steps = pd.read_parquet(run_dir / "steps.parquet")
+    if skip_first and len(steps) > 1:
+        steps = steps[steps["iteration"] > steps["iteration"].min()]
+    return float(steps["compute_s"].mean()) / samples_per_iteration(config)
+
+
+# -------------------------------------------------------------------------------- cluster files
+@dataclass(frozen=True)
+class Cluster:
+    """A cluster description (schema in `prunex.perfmodel`)."""
+
+    name: str
+    gpus_per_node: int
+    network: Network
+    mem_bw: float
+    launch_s: float
+    compute_s_per_sample: dict[str, float]
+    dataset_sizes: dict[str, int]
+    assumptions: list[str] = field(default_factory=list)
+    path: str = ""
+
+
+def _value(node: Any, what: str, notes: list[str]) -> float:
+    """A number, or ``{"value": x, "source": ..., "status": ...}`` (recorded in ``notes``)."""
+    if isinstance(node, dict):
+        if "value" not in node:
+            raise CalibrationError(f"{what}: an object needs a 'value'")
+        status = node.get("status", "given")
+        notes.append(f"{what} = {node['value']:g} [{status}] {node.get('source', '')}".rstrip())
+        node = node["value"]
+    if isinstance(node, bool) or not isinstance(node, (int, float)) or not math.isfinite(node):
+        raise CalibrationError(f"{what}: expected a finite number, got {node!r}")
+    return float(node)
+
+
+def _link(node: dict[str, Any], what: str, notes: list[str]) -> Link:
+    alpha = _value(node["alpha_s"], f"{what}.alpha_s", notes)
+    if "beta_bytes_per_s" in node:
+        beta = _value(node["beta_bytes_per_s"], f"{what}.beta_bytes_per_s", notes)
+    else:
+        nominal = _value(node["nominal_bytes_per_s"], f"{what}.nominal_bytes_per_s", notes)
+        eff = _value(node.get("efficiency", 1.0), f"{what}.efficiency", notes)
+        rails = _value(node.get("rails", 1), f"{what}.rails", notes)
+        beta = nominal * eff * rails
+        notes.append(f"{what}.beta = nominal x efficiency x rails = {beta:.4g} B/s")
+    return Link(alpha, beta)
+
+
+def load_cluster(name_or_path: str | Path) -> Cluster:
+    """Read ``clusters/<name>.json`` (or a path) into a :class:`Cluster`."""
+    path = Path(name_or_path)
+    if not path.suffix and not path.exists():
+        path = CLUSTERS_DIR / f"{name_or_path}.json"
+    if not path.exists():
+        known = sorted(p.stem for p in CLUSTERS_DIR.glob("*.json"))
+        raise CalibrationError(f"no cluster file {path} (known: {', '.join(known) or 'none'})")
+    try:
+        raw = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise CalibrationError(f"{path}: not valid JSON ({e})") from None
+    notes: list[str] = []
+    try:
+        intra, inter = _link(raw["intra"], "intra", notes), _link(raw["inter"], "inter", notes)
+        dev = raw.get("device", {})
+        mem = _value(dev.get("memory_bytes_per_s", 900e9), "device.memory_bytes_per_s", notes)
+        mem *= _value(dev.get("memory_efficiency", 1.0), "device.memory_efficiency", notes)
+        launch = _value(dev.get("kernel_launch_s", 5e-6), "device.kernel_launch_s", notes)
+        compute = {m: _value(v, f"compute_s_per_sample.{m}", notes)
+                   for m, v in raw.get("compute_s_per_sample", {}).items()}  # fmt: skip
+        datasets = {**DATASET_SIZES, **{k: int(v) for k, v in raw.get("datasets", {}).items()}}
+        net = Network(intra, inter, broadcast_algo=raw.get("broadcast_algo", "ring"))
+        gpn = int(_value(raw["gpus_per_node"], "gpus_per_node", notes))
+    except KeyError as e:
+        raise CalibrationError(f"{path}: missing key {e}") from None
+    except ValueError as e:
+        raise CalibrationError(f"{path}: {e}") from None
+    notes += [str(a) for a in raw.get("notes", [])]
+    return Cluster(raw.get("name", path.stem), gpn, net, mem, launch, compute, datasets, notes, str(path))

@@ -1,0 +1,351 @@
+"""Predict the communication seconds per iteration of logged runs and compare with what they measured.
+
+A run is any directory with ``config.json``, ``steps.parquet`` and ``comm.parquet``. For each, the
+method's per-iteration collectives are rebuilt from its config and model (H-SADMM: the compact sizes
+of each iteration from ``masks.parquet``'s global rows, and whether the mask was still dynamic from
+its node rows), priced with the run's network, and averaged over the same iterations as the
+measurement (all but the first, which carries DDP's constructor broadcast and lazy allocations,
+when there are at least two).
+
+The network: ``--collectives`` (a sweep of ``prunex.bench.collectives``, its fit table, or the fit
+of :func:`prunex.perfmodel.calibrate.measure_loopback`) and/or, for runs with link model
+``alpha-beta``, the modelled inter-node link of the run's config.json (``link.alpha_s``,
+``link.bandwidth_gbit``) on top of a loopback intra level (measured, or the assumed default).
+Whether the emulation actually delayed a run's crossing collectives is read off its comm.parquet:
+a delayed call lasts at least the modelled delay (`AlphaBetaLink` sleeps it), so a (level, op)
+whose calls are mostly shorter was not delayed (DDP's hook traffic bypasses the delay) and is
+predicted on the loopback alone.
+
+Measured: ``comm_s`` of steps.parquet (mean over ranks), the target. Also reported, from
+comm.parquet: the "wait-free" comm seconds per iteration, the sum over collective calls of the
+time of the call's *last-arriving* member (the smallest seconds among the members of a group; for
+concurrent intra-node groups the slowest group). A member that arrives early waits for the others
+inside the collective, so the mean over ranks adds load imbalance (time spent waiting for slower
+ranks' compute) to the transfer time, which a link model does not predict; the last arriver's time
+is closest to the transfer itself. (DDP's hook records from just after launch, so its last
+arriver can log less than the transfer.)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from prunex.perfmodel.calibrate import CalibrationError, compute_per_sample, network_from_fit, shard_of
+from prunex.perfmodel.formulas import Link, Network, crosses, emulation_delay, group_size
+from prunex.perfmodel.workload import (
+    Device,
+    ModelSpec,
+    Options,
+    Workload,
+    iteration_cost,
+    kept_from_keep,
+    method_workload,
+    model_spec,
+)
+
+# Assumed loopback level (gloo over 127.0.0.1 between the processes of one machine) when neither a sweep nor
+# --loopback-* is given: what `python -m prunex.perfmodel loopback --procs 4` measured on the 2-core development
+# VM at load 4.2 (allreduce: 5.5 ms per call = 0.91 ms per ring step, 0.60 GB/s). Machine- and load-specific:
+# measure yours (--measure-loopback, or --collectives with a sweep or a `loopback` fit).
+DEFAULT_LOOPBACK = Link(alpha_s=0.91e-3, beta=0.60e9)
+TABLE_COLUMNS = [
+    "run_id", "method", "model", "nodes", "procs_per_node", "link_model", "network", "undelayed", "iterations",
+    "measured_comm_s", "predicted_comm_s", "err_pct", "measured_barrier_s", "measured_transfer_s",
+    "predicted_transfer_s", "err_transfer_pct", "waitfree_comm_s", "err_waitfree_pct", "wait_s",
+    "measured_inter_bytes", "predicted_inter_bytes", "bytes_err_pct", "compute_s_per_sample", "within",
+    "within_waitfree",
+]  # fmt: skip
+
+
+def find_runs(root: str | Path) -> list[Path]:
+    """Every directory under ``root`` (itself included) with config.json, steps.parquet and comm.parquet."""
+    root = Path(root)
+    found = {p.parent for p in root.rglob("config.json")}
+    return sorted(d for d in found if (d / "steps.parquet").exists() and (d / "comm.parquet").exists())
+
+
+class RunData:
+    """The tables of one run that validation reads."""
+
+    def __init__(self, path: str | Path) -> None:
+        import pandas as pd
+
+        self.path = Path(path)
+        self.config: dict[str, Any] = json.loads((self.path / "config.json").read_text())
+        self.steps = pd.read_parquet(self.path / "steps.parquet")
+        self.comm = pd.read_parquet(self.path / "comm.parquet")
+        masks = self.path / "masks.parquet"
+        self.masks = pd.read_parquet(masks) if masks.exists() else None
+
+    @property
+    def nodes(self) -> int:
+        return int(self.config["nodes"])
+
+    @property
+    def procs(self) -> int:
+        return int(self.config["procs_per_node"])
+
+    @property
+    def method(self) -> str:
+        return str(self.config["method"])
+
+    @property
+    def run_id(self) -> str:
+        return str(self.config.get("name") or self.path.name)
+
+    def iterations(self) -> list[int]:
+        its = sorted(int(i) for i in self.steps["iteration"].unique())
+        return its[1:] if len(its) > 1 else its
+
+
+def last_arriver_comm(comm):
+    """Seconds per iteration of the collectives' last-arriving members (module docstring): per call
+    (the k-th call of a (level, op) in an iteration on each member), the minimum over the members of
+    its group, the maximum over concurrent intra-node groups, summed per iteration."""
+    c = comm[["iteration", "rank", "node", "level", "op", "seconds"]].copy()
+    c["k"] = c.groupby(["iteration", "rank", "level", "op"]).cumcount()
+    c["group"] = c["node"].where(c["level"] == "intra", -1)
+    per_call = c.groupby(["iteration", "level", "op", "k", "group"])["seconds"].min()
+    return per_call.groupby(["iteration", "level", "op", "k"]).max().groupby("iteration").sum()
+
+
+def options_of(config: dict[str, Any]) -> Options:
+    """The perf-model options of a run's config.json."""
+    a, d = config["admm"], config["ddp"]
+    return Options(
+        batch_size=int(config["batch_size"]), local_epochs=int(a["local_epochs"]), bucket_mb=float(a["bucket_mb"]),
+        ddp_bucket_mb=float(d["bucket_cap_mb"]), ddp_grad_bytes=4 if d["grad_dtype"] == "fp32" else 2,
+        topk_ratio=float(config["topk"]["ratio"]), density=float(config["pactrain"]["density"]),
+        filter_keep=float(a["filter_keep"]), channel_keep=float(a["channel_keep"]),
+        shape_keep=float(a["shape_keep"]), layers=a.get("layers"),
+    )  # fmt: skip
+
+
+def run_workloads(run: RunData, spec: ModelSpec, opts: Options) -> dict[int, Workload]:
+    """The predicted workload of each measured iteration of ``run``."""
+    cfg = run.config
+    world = run.nodes * run.procs
+    shard = shard_of(cfg)
+    out = {}
+    default_kept = kept_from_keep(spec, opts.filter_keep, opts.channel_keep, opts.layers)
+    masks = run.masks
+    for k in run.iterations():
+        if run.method != "hsadmm":
+            out[k] = method_workload(run.method, spec, opts, world, shard)
+            continue
+        kept, dynamic = default_kept, float(k < int(cfg["admm"]["freeze_iteration"]))
+        if masks is not None and "kind" in masks.columns:
+            g = masks[(masks["kind"] == "global") & (masks["iteration"] == k)]
+            if len(g):
+                kept = {str(r.layer): (int(r.kept_out), int(r.kept_in)) for r in g.itertuples()}
+            dynamic = float(((masks["kind"] == "node") & (masks["iteration"] == k)).any())
+        out[k] = method_workload("hsadmm", spec, opts, world, shard, kept, dynamic)
+    return out
+
+
+def detect_undelayed(run: RunData, inter: Link, tolerance: float = 0.95) -> frozenset[tuple[str, str]]:
+    """(level, op) pairs of crossing collectives whose logged seconds are mostly (over 5% of calls)
+    shorter than the emulated delay, i.e. which the alpha-beta link model did not delay."""
+    out = set()
+    comm = run.comm
+    for (level, op), g in comm.groupby(["level", "op"]):
+        if not crosses(str(level), run.nodes):
+            continue
+        p = group_size(str(level), run.nodes, run.procs)
+        delays = g["bytes"].map(lambda n, op=op, p=p: emulation_delay(str(op), float(n), p, inter))
+        if ((g["seconds"] >= tolerance * delays).mean()) < 0.95:
+            out.add((str(level), str(op)))
+    return frozenset(out)
+
+
+def run_network(run: RunData, fit=None, loopback: Link | None = None) -> tuple[Network, str]:
+    """The network a run communicated on, and a short description of where it comes from."""
+    link = run.config.get("link", {})
+    if link.get("model") == "alpha-beta":
+        inter = Link(float(link["alpha_s"]), float(link["bandwidth_gbit"]) * 1e9 / 8)
+        undelayed = detect_undelayed(run, inter)
+        if fit is not None and loopback is None:
+            net = network_from_fit(fit, emulated=True, inter=inter, undelayed=undelayed)
+            return net, "loopback: sweep fit; inter: config alpha-beta"
+        lb = loopback or DEFAULT_LOOPBACK
+        src = "loopback: given" if loopback is not None else "loopback: assumed default"
+        return Network(lb, inter, broadcast_algo="tree", emulated=True, undelayed=undelayed), f"{src}; inter: config"
+    if fit is None:
+        if run.nodes == 1 and loopback is not None:
+            return Network(loopback, loopback, broadcast_algo="tree"), "loopback: given"
+        raise CalibrationError(f"{run.run_id}: link model {link.get('model')!r} needs --collectives (a sweep)")
+    return network_from_fit(fit), "sweep fit"
+
+
+def _pct(pred: float, meas: float) -> float:
+    return 100.0 * (pred / meas - 1.0) if meas > 0 else math.nan
+
+
+def predict_run(run: RunData, net: Network, network_desc: str = "", tolerance: float = 0.2) -> dict[str, Any]:
+    """One table row: predicted vs measured communication seconds (and bytes) per iteration."""
+    spec = model_spec(run.config["model"])
+    opts = options_of(run.config)
+    works = run_workloads(run, spec, opts)
+    device = Device(compute_s_per_sample=0.0)
+    costs = {k: iteration_cost(w, run.nodes, run.procs, net, device, opts) for k, w in works.items()}
+    its = list(works)
+    steps = run.steps.set_index("iteration").loc[its]
+    measured = float(steps["comm_s"].mean())
+    predicted = sum(c.comm_s for c in costs.values()) / len(costs)
+    barrier = run.comm[run.comm["op"] == "barrier"]
+    barrier_s = float(barrier.groupby(["iteration", "rank"])["seconds"].sum().groupby("iteration").mean()
+                      .reindex(its, fill_value=0.0).mean()) if len(barrier) else 0.0  # fmt: skip
+    pred_transfer = predicted - sum(c.barrier_s for c in costs.values()) / len(costs)
+    last = last_arriver_comm(run.comm)
+    waitfree = float(last.reindex(its, fill_value=0.0).mean()) if len(run.comm) else math.nan
+    meas_bytes = float(steps["inter_bytes"].mean())
+    pred_bytes = sum(c.inter_bytes for c in costs.values()) / len(costs)
+    try:
+        per_sample = compute_per_sample(run.path)
+    except (CalibrationError, KeyError, ZeroDivisionError):
+        per_sample = math.nan
+    err = _pct(predicted, measured)
+    return {
+        "run_id": run.run_id, "method": run.method, "model": run.config["model"], "nodes": run.nodes,
+        "procs_per_node": run.procs, "link_model": run.config.get("link", {}).get("model", "none"),
+        "network": network_desc, "undelayed": ",".join(f"{a}/{b}" for a, b in sorted(net.undelayed)) or "-",
+        "iterations": len(its), "measured_comm_s": measured, "predicted_comm_s": predicted, "err_pct": err,
+        "measured_barrier_s": barrier_s, "measured_transfer_s": measured - barrier_s,
+        "predicted_transfer_s": pred_transfer, "err_transfer_pct": _pct(pred_transfer, measured - barrier_s),
+        "waitfree_comm_s": waitfree, "err_waitfree_pct": _pct(predicted, waitfree),
+        "wait_s": measured - waitfree if math.isfinite(waitfree) else math.nan,
+        "measured_inter_bytes": meas_bytes, "predicted_inter_bytes": pred_bytes,
+        "bytes_err_pct": _pct(pred_bytes, meas_bytes) if meas_bytes > 0 else (0.0 if pred_bytes == 0 else math.nan),
+        "compute_s_per_sample": per_sample, "within": bool(abs(err) <= 100 * tolerance),
+        "within_waitfree": bool(abs(_pct(predicted, waitfree)) <= 100 * tolerance),
+    }  # fmt: skip
+
+
+def op_breakdown(run: RunData, net: Network):
+    """Per (level, op) of one run: predicted seconds per iteration (critical path), the measured mean
+    over the participating ranks, and the last arrivers' seconds (pandas)."""
+    import pandas as pd
+
+    from prunex.perfmodel.formulas import time_of
+
+    spec = model_spec(run.config["model"])
+    works = run_workloads(run, spec, options_of(run.config))
+    its = list(works)
+    pred: dict[tuple[str, str], float] = {}
+    for w in works.values():
+        for c in w.collectives:
+            key = (c.level, c.op)
+            pred[key] = pred.get(key, 0.0) + time_of(c, run.nodes, run.procs, net) / len(its)
+    comm = run.comm[run.comm["iteration"].isin(its)]
+    c = comm[["iteration", "rank", "node", "level", "op", "seconds"]].copy()
+    c["k"] = c.groupby(["iteration", "rank", "level", "op"]).cumcount()
+    c["group"] = c["node"].where(c["level"] == "intra", -1)
+    last = (c.groupby(["iteration", "level", "op", "k", "group"])["seconds"].min()
+            .groupby(["iteration", "level", "op", "k"]).max().groupby(["level", "op"]).sum() / len(its))  # fmt: skip
+    member = c.groupby(["level", "op"]).agg(total=("seconds", "sum"), ranks=("rank", "nunique"))
+    rows = []
+    for key in sorted(set(pred) | set(member.index)):
+        meas = float(member.loc[key, "total"] / (member.loc[key, "ranks"] * len(its))) if key in member.index else 0.0
+        p = pred.get(key, 0.0)
+        rows.append({"run_id": run.run_id, "level": key[0], "op": key[1], "predicted_s": p, "measured_s": meas,
+                     "err_pct": _pct(p, meas), "last_arriver_s": float(last.get(key, 0.0)),
+                     "err_last_arriver_pct": _pct(p, float(last.get(key, 0.0)))})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def validate_by_op(root: str | Path, fit=None, loopback: Link | None = None):
+    """:func:`op_breakdown` of every run under ``root``, concatenated."""
+    import pandas as pd
+
+    frames = []
+    for path in find_runs(root):
+        run = RunData(path)
+        frames.append(op_breakdown(run, run_network(run, fit, loopback)[0]))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def validate(root: str | Path, fit=None, loopback: Link | None = None, tolerance: float = 0.2):
+    """The validation table (pandas) of every run under ``root``; raises when there is none."""
+    import pandas as pd
+
+    runs = find_runs(root)
+    if not runs:
+        raise CalibrationError(f"no runs (config.json + steps.parquet + comm.parquet) under {root}")
+    rows = []
+    for path in runs:
+        run = RunData(path)
+        net, desc = run_network(run, fit, loopback)
+        rows.append(predict_run(run, net, desc, tolerance))
+    return pd.DataFrame(rows, columns=TABLE_COLUMNS)
+
+
+def format_table(df) -> str:
+    """The table as aligned text (times in ms, bytes in MB per iteration)."""
+    head = (f"{'run':40} {'M x P':5} {'measured':>9} {'predicted':>9} {'err':>7} | {'excl. barrier':>13} "
+            f"{'predicted':>9} {'err':>7} | {'wait-free':>9} {'err':>7} | {'inter MB meas/pred':>19}")  # fmt: skip
+    lines = [head, "-" * len(head)]
+    for r in df.itertuples():
+        lines.append(
+            f"{r.run_id[:40]:40} {r.nodes}x{r.procs_per_node:<3} {1e3 * r.measured_comm_s:8.1f}m "
+            f"{1e3 * r.predicted_comm_s:8.1f}m {r.err_pct:+6.1f}% | {1e3 * r.measured_transfer_s:12.1f}m "
+            f"{1e3 * r.predicted_transfer_s:8.1f}m {r.err_transfer_pct:+6.1f}% | {1e3 * r.waitfree_comm_s:8.1f}m "
+            f"{r.err_waitfree_pct:+6.1f}% | {r.measured_inter_bytes / 1e6:9.3f}/{r.predicted_inter_bytes / 1e6:<9.3f}"
+        )
+    undelayed = [f"{r.run_id}: {r.undelayed}" for r in df.itertuples() if r.undelayed != "-"]
+    if undelayed:
+        lines.append("not delayed by the alpha-beta emulation (predicted on loopback alone): " + "; ".join(undelayed))
+    n_ok = int(df["within"].sum())
+    lines.append(f"{n_ok} of {len(df)} predictions within the tolerance of the measured mean comm_s; "
+                 f"{int(df['within_waitfree'].sum())} of {len(df)} within it of the wait-free comm")  # fmt: skip
+    lines.append("(m = ms per iteration; excl. barrier: comm_s minus the time ranks wait in the ADMM barrier; "
+                 "wait-free: the last arrivers' time per collective, from comm.parquet)")  # fmt: skip
+    return "\n".join(lines)
+
+
+def format_breakdown(df) -> str:
+    """The per-(level, op) table as aligned text (ms per iteration)."""
+    lines = [f"{'run':40} {'level':5} {'op':9} {'predicted':>9} {'measured':>9} {'err':>8} {'last arr.':>9} {'err':>8}"]
+    for r in df.itertuples():
+        lines.append(f"{r.run_id[:40]:40} {r.level:5} {r.op:9} {1e3 * r.predicted_s:8.2f}m {1e3 * r.measured_s:8.2f}m "
+                     f"{r.err_pct:+7.1f}% {1e3 * r.last_arriver_s:8.2f}m {r.err_last_arriver_pct:+7.1f}%")  # fmt: skip
+    lines.append("(per iteration; measured: mean over the ranks taking part; last arr.: the last-arriving members)")
+    return "\n".join(lines)
+
+
+def plot_validation(df, path: str | Path, tolerance: float = 0.2) -> None:
+    """Predicted vs measured communication seconds per iteration, with the tolerance band."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.4, 5.2))
+    ax = fig.add_subplot(1, 1, 1)
+    vals = [v for v in list(df["measured_comm_s"]) + list(df["predicted_comm_s"]) + list(df["waitfree_comm_s"])
+            if v > 0 and math.isfinite(v)]  # fmt: skip
+    lo, hi = (min(vals) / 2, max(vals) * 2) if vals else (1e-4, 1.0)
+    xs = [lo, hi]
+    ax.plot(xs, xs, color="0.3", lw=1, label="prediction = measurement")
+    ax.fill_between(xs, [x * (1 - tolerance) for x in xs], [x * (1 + tolerance) for x in xs], color="0.85",
+                    label=f"within {100 * tolerance:.0f}%")  # fmt: skip
+    markers = {"ddp": "o", "hsadmm": "s", "topk": "^", "flat_admm": "D", "pactrain": "v"}
+    for r in df.itertuples():
+        m = markers.get(r.method, "o")
+        ax.scatter([r.measured_comm_s], [r.predicted_comm_s], marker=m, s=40, zorder=3,
+                   label=f"{r.run_id} (mean over ranks)")  # fmt: skip
+        if math.isfinite(r.waitfree_comm_s) and r.waitfree_comm_s > 0:
+            ax.scatter([r.waitfree_comm_s], [r.predicted_comm_s], marker=m, s=40, facecolors="none",
+                       edgecolors="k", zorder=3)  # fmt: skip
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_xlabel("measured s / iteration (filled: mean over ranks; hollow: last arrivers)")
+    ax.set_ylabel("predicted s / iteration")
+    ax.set_title("prunex.perfmodel validation")
+    ax.legend(fontsize=6, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=150)

@@ -1,0 +1,388 @@
+"""What each method computes and communicates per iteration, and what that costs.
+
+A method's iteration (`prunex.methods.base`: an optimizer step for ddp/topk/pactrain, an outer ADMM
+iteration of E local epochs for hsadmm/flat_admm) becomes a :class:`Workload`: the collectives it
+issues (`prunex.perfmodel.formulas.Collective`, with the payload each member passes in), the
+samples each rank trains on, and its memory-bound vector work. :func:`iteration_cost` prices it with
+a :class:`~prunex.perfmodel.formulas.Network` and a :class:`Device`.
+
+Per-iteration collectives, read off the implementation:
+
+- ``hsadmm`` (`prunex.admm.hsadmm.HSADMM.consensus`): a flat barrier (1-byte AllReduce: waiting for
+  stragglers is logged apart from the transfers), an intra AllReduce of every parameter and
+  floating-point buffer (BatchNorm statistics) in ``bucket_mb`` buckets (1e6 bytes); while the mask is
+  dynamic, a uint8 mask_sync over the leaders (eq. (14); out + in (+ shape) flags per constrained
+  layer) and an intra Broadcast of that vector; the leaders' inter AllReduce of the compact buffers
+  (kept_out x kept_in x kh x kw per constrained layer, dense otherwise, plus the buffers; eq. (15)) in
+  ``bucket_mb`` buckets; the intra Broadcast of those buckets; one flat AllReduce of the residual
+  table (float64, 9 columns per parameter tensor).
+- ``flat_admm`` (`prunex.admm.flat.FlatADMM`): the same flat barrier, one flat AllReduce of all
+  parameters and buffers in ``bucket_mb`` buckets, and a flat AllReduce of a float64 table of 3
+  columns per parameter tensor.
+- ``ddp``: one flat AllReduce per DDP bucket (``bucket_cap_mb`` MiB, `formulas.ddp_bucket_sizes`) of
+  the gradients (4 bytes, 2 with bf16/fp16), overlapped with the backward pass.
+- ``topk`` (`prunex.methods.topk`): two flat AllGathers (fp32 values, int32 indices) of
+  ``k = max(1, ceil(ratio numel))`` entries per tensor with more than one dimension, and one flat
+  AllReduce of the 1-D parameters' gradients.
+- ``pactrain`` (`prunex.methods.pactrain`): one flat AllReduce of the packed gradients,
+  ``4 (sum ceil(d numel) over >1-D tensors + #1-D entries)`` bytes.
+
+Compute: ``samples * compute_s_per_sample`` (forward, backward and optimizer step, measured or
+estimated per device) plus memory-bound vector work at the device's memory bandwidth (ADMM's
+proximal gradient term each local step and its consensus updates). Compress/decompress (a separate
+column): bytes touched / memory bandwidth + kernel launches x launch latency, for H-SADMM's
+shrinkage and recovery (eq. (15), sec. 4.4.3; leader critical path), Top-K's selection and
+scatter, PacTrain's pack and unpack. DDP hides communication behind the backward pass:
+``hidden = min(comm - last bucket, overlap * backward_fraction * compute)`` (the last bucket can only
+start when the backward pass ends; Li et al. 2020, "PyTorch Distributed", VLDB, sec. 3.2.3).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+
+from prunex.perfmodel.formulas import Collective, Network, bucket_sizes, ddp_bucket_sizes, ring_bytes, time_of
+
+METHODS = ("hsadmm", "flat_admm", "ddp", "topk", "pactrain")
+ADMM_METHODS = ("hsadmm", "flat_admm")
+COMM_COLUMNS = ("intra_allreduce_s", "inter_allreduce_s", "flat_allreduce_s", "broadcast_s", "allgather_s",
+                "mask_sync_s", "barrier_s")  # fmt: skip
+HSADMM_RESIDUAL_COLUMNS = 9  # columns of the residual table of `HSADMM._residuals`
+FLAT_ADMM_RESIDUAL_COLUMNS = 3
+
+
+# ---------------------------------------------------------------------------------------- the model
+@dataclass(frozen=True)
+class ParamSpec:
+    name: str
+    shape: tuple[int, ...]
+    conv: bool  # a Conv2d weight: constrained by default (paper sec. 5.1.5)
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Parameter shapes (in ``named_parameters`` order) and floating-point buffer sizes of a model."""
+
+    name: str
+    params: tuple[ParamSpec, ...]
+    buffers: tuple[int, ...] = ()
+
+    @property
+    def numel(self) -> int:
+        return sum(p.numel for p in self.params)
+
+    def constrained(self, layers: str | None = None) -> list[ParamSpec]:
+        """The conv weights the ADMM methods constrain (`prunex.pruning.constrained_layers`)."""
+        return [p for p in self.params if p.conv and (layers is None or fnmatch.fnmatchcase(p.name, layers))]
+
+
+@lru_cache(maxsize=16)
+def model_spec(name: str) -> ModelSpec:
+    """The :class:`ModelSpec` of ``prunex.models.build_model(name)``."""
+    from torch import nn
+
+    from prunex.models import build_model
+
+    model = build_model(name)
+    convs = {f"{m}.weight" if m else "weight" for m, mod in model.named_modules() if isinstance(mod, nn.Conv2d)}
+    params = tuple(ParamSpec(n, tuple(p.shape), n in convs) for n, p in model.named_parameters())
+    buffers = tuple(b.numel() for _, b in model.named_buffers() if b.is_floating_point())
+    return ModelSpec(name, params, buffers)
+
+
+def keep_count(n: int, keep: float) -> int:
+    """Groups kept out of ``n``: ``ceil(keep n)`` clipped to [1, n] (`prunex.pruning.project.keep_count`)."""
+    if not 0.0 < keep <= 1.0:
+        raise ValueError(f"keep must be in (0, 1], got {keep}")
+    return min(n, max(1, math.ceil(keep * n - 1e-9)))
+
+
+def topk_count(numel: int, ratio: float) -> int:
+    """Entries Top-K sends of a tensor: ``max(1, ceil(ratio numel))`` (`prunex.methods.topk.topk_count`)."""
+    return min(numel, max(1, math.ceil(ratio * numel)))
+
+
+Kept = Mapping[str, tuple[int, int]]  # constrained parameter name -> (kept filters, kept input channels)
+
+
+def kept_from_keep(spec: ModelSpec, filter_keep: float = 1.0, channel_keep: float = 1.0,
+                   layers: str | None = None) -> dict[str, tuple[int, int]]:  # fmt: skip
+    """Kept groups per constrained layer at the given keep rates, assuming all nodes agree (the union
+    of eq. (14) is then each node's mask): ``(keep_count(C_out, f), keep_count(C_in, c))``."""
+    return {p.name: (keep_count(p.shape[0], filter_keep), keep_count(p.shape[1], channel_keep))
+            for p in spec.constrained(layers)}  # fmt: skip
+
+
+def compact_fraction(spec: ModelSpec, kept: Kept) -> float:
+    """Fraction of the constrained layers' weights inside the compact buffers."""
+    layers = [p for p in spec.params if p.name in kept]
+    full = sum(p.numel for p in layers)
+    comp = sum(kept[p.name][0] * kept[p.name][1] * math.prod(p.shape[2:]) for p in layers)
+    return comp / full if full else 1.0
+
+
+# ---------------------------------------------------------------------------------- options, device
+@dataclass(frozen=True)
+class Options:
+    """Method options (defaults: the paper's sec. 5.1.4-5.1.5 and the run config's defaults)."""
+
+    batch_size: int = 128
+    local_epochs: int = 5
+    bucket_mb: float = 32.0  # hsadmm / flat_admm coalesced buffers, 1e6 bytes (sec. 4.4.2)
+    ddp_bucket_mb: float = 25.0  # DDP bucket_cap_mb, MiB
+    ddp_grad_bytes: int = 4  # 2 with --grad-dtype bf16/fp16
+    ddp_overlap: float = 1.0  # share of the backward pass that DDP's AllReduce can hide behind
+    backward_fraction: float = 2.0 / 3.0  # backward ~ 2x forward FLOPs
+    topk_ratio: float = 0.01
+    topk_passes: float = 5.0  # reads of the tensor by torch.topk's radix select (assumption, see docstring)
+    density: float = 0.5  # pactrain
+    filter_keep: float = 1.0
+    channel_keep: float = 0.5
+    shape_keep: float = 1.0
+    layers: str | None = None
+    dynamic_fraction: float = 0.25  # hsadmm iterations with a dynamic mask: T_freeze / K_max = 15 / 60
+    admm_update_passes: float = 25.0  # 4-byte passes over all parameters per consensus (z, u, v, norms)
+    prox_bytes_per_param: float = 24.0  # proximal term per local step: read p, anchor, grad; temp; write grad
+    random_access_bytes: float = 64.0  # one scattered read-modify-write (two 32-byte sectors)
+
+
+@dataclass(frozen=True)
+class Device:
+    """One accelerator: training seconds per sample, memory bandwidth, kernel launch latency."""
+
+    compute_s_per_sample: float
+    mem_bw: float = 720e9
+    launch_s: float = 5e-6
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One iteration of one rank: its collectives, samples, and memory-bound work."""
+
+    method: str
+    collectives: tuple[Collective, ...]
+    samples: float  # training samples per rank
+    steps: float  # optimizer steps per rank
+    vector_bytes: float = 0.0  # memory-bound work counted as compute (ADMM updates, proximal term)
+    compress_bytes: float = 0.0  # compress/decompress bytes touched
+    compress_launches: float = 0.0
+    overlap_last_bytes: float = 0.0  # DDP: payload of the bucket that cannot overlap the backward pass
+    notes: dict[str, float] = field(default_factory=dict)
+
+
+def _float_bytes(n: float) -> float:
+    return 4.0 * n
+
+
+def hsadmm_workload(spec: ModelSpec, kept: Kept, opts: Options, shard: int, dynamic: float = 0.0) -> Workload:
+    """One outer H-SADMM iteration (Alg. 1; module docstring). ``dynamic`` in [0, 1]: whether (or how
+    often) the mask is still dynamic, i.e. mask_sync + its Broadcast happen."""
+    dense = [p.numel for p in spec.params] + list(spec.buffers)
+    coll = [Collective("flat", "barrier", 1, tag="wait for every rank")]
+    for i, b in enumerate(bucket_sizes(dense, 4, int(opts.bucket_mb * 1e6))):
+        coll.append(Collective("intra", "allreduce", b, tag=f"theta+u bucket {i}"))
+    names = set(kept)
+    constrained = [p for p in spec.params if p.name in names]
+    if dynamic > 0 and constrained:
+        flags = sum(p.shape[0] + p.shape[1] + (math.prod(p.shape[1:]) if opts.shape_keep < 1.0 else 0)
+                    for p in constrained)  # fmt: skip
+        coll.append(Collective("inter", "mask_sync", flags, count=dynamic, tag="mask union (uint8)"))
+        coll.append(Collective("intra", "broadcast", flags, count=dynamic, tag="global mask to workers"))
+    compact = []
+    for p in spec.params:
+        if p.name in names:
+            ko, ki = kept[p.name]
+            compact.append(ko * ki * math.prod(p.shape[2:]))
+        else:
+            compact.append(p.numel)
+    for i, b in enumerate(bucket_sizes(compact + list(spec.buffers), 4, int(opts.bucket_mb * 1e6))):
+        coll.append(Collective("inter", "allreduce", b, tag=f"compact z+v bucket {i}"))
+        coll.append(Collective("intra", "broadcast", b, tag=f"compact z bucket {i}"))
+    coll.append(Collective("flat", "allreduce", 8 * HSADMM_RESIDUAL_COLUMNS * len(spec.params), tag="residuals"))
+    full_c = sum(p.numel for p in constrained)
+    comp_c = sum(c for p, c in zip(spec.params, compact, strict=True) if p.name in names)
+    other = spec.numel - full_c
+    # constrained: c = z_i + v (12 B/elem) and zero-fill on recovery (4 B/elem), gather and scatter of the
+    # compact entries (2 x 8 B); other tensors: c = z_i + v into the bucket and the copy back (16 B/elem)
+    compress = 16.0 * full_c + 16.0 * comp_c + 16.0 * other
+    steps = opts.local_epochs * math.ceil(shard / opts.batch_size)
+    vector = spec.numel * (opts.admm_update_passes * 4.0 + 12.0 + steps * opts.prox_bytes_per_param)
+    return Workload("hsadmm", tuple(coll), opts.local_epochs * shard, steps, vector, compress,
+                    4.0 * len(constrained), notes={"compact_fraction": comp_c / full_c if full_c else 1.0})  # fmt: skip
+
+
+def flat_admm_workload(spec: ModelSpec, opts: Options, shard: int) -> Workload:
+    """One outer flat consensus ADMM iteration (PruneX (AR), `prunex.admm.flat`)."""
+    dense = [p.numel for p in spec.params] + list(spec.buffers)
+    coll = [Collective("flat", "barrier", 1, tag="wait for every rank")]
+    coll += [Collective("flat", "allreduce", b, tag=f"theta+u bucket {i}")
+             for i, b in enumerate(bucket_sizes(dense, 4, int(opts.bucket_mb * 1e6)))]  # fmt: skip
+    coll.append(Collective("flat", "allreduce", 8 * FLAT_ADMM_RESIDUAL_COLUMNS * len(spec.params), tag="residuals"))
+    steps = opts.local_epochs * math.ceil(shard / opts.batch_size)
+    vector = spec.numel * (opts.admm_update_passes * 4.0 + 12.0 + steps * opts.prox_bytes_per_param)
+    return Workload("flat_admm", tuple(coll), opts.local_epochs * shard, steps, vector)
+
+
+def ddp_workload(spec: ModelSpec, opts: Options) -> Workload:
+    """One DDP step: flat AllReduce per gradient bucket."""
+    buckets = ddp_bucket_sizes((opts.ddp_grad_bytes * p.numel for p in spec.params), int(opts.ddp_bucket_mb * 2**20))
+    coll = tuple(Collective("flat", "allreduce", b, tag=f"DDP bucket {i}") for i, b in enumerate(buckets))
+    # DDP launches buckets in reverse definition order: the one holding the first layers goes last
+    return Workload("ddp", coll, opts.batch_size, 1, overlap_last_bytes=buckets[-1] if buckets else 0.0)
+
+
+def topk_workload(spec: ModelSpec, opts: Options, world: int) -> Workload:
+    """One Top-K step: AllGather of values and indices, AllReduce of the 1-D gradients; selection and
+    scatter as memory-bound compress/decompress (module docstring)."""
+    sparse = [p.numel for p in spec.params if len(p.shape) > 1]
+    dense = sum(p.numel for p in spec.params if len(p.shape) <= 1)
+    k = sum(topk_count(n, opts.topk_ratio) for n in sparse)
+    coll = [Collective("flat", "allgather", 4 * k, tag="values (fp32)"),
+            Collective("flat", "allgather", 4 * k, tag="indices (int32)")]  # fmt: skip
+    if dense:
+        coll.append(Collective("flat", "allreduce", _float_bytes(dense), tag="1-D gradients"))
+    n = sum(sparse)
+    select = (12.0 + 4.0 * opts.topk_passes + 8.0) * n  # g + residual; radix-select reads; residual clone
+    scatter = 20.0 * n + opts.random_access_bytes * world * k  # zero, divide, copy to grad; index_add
+    launches = 8 * len(sparse) + world + 3 + len(sparse)
+    return Workload("topk", tuple(coll), opts.batch_size, 1, compress_bytes=select + scatter,
+                    compress_launches=launches, notes={"k": k})  # fmt: skip
+
+
+def pactrain_workload(spec: ModelSpec, opts: Options) -> Workload:
+    """One PacTrain step at density d: flat AllReduce of the packed gradients; pack/unpack/mask as compress."""
+    pruned = [p.numel for p in spec.params if len(p.shape) > 1]
+    dense = sum(p.numel for p in spec.params if len(p.shape) <= 1)
+    kept = sum(keep_count(n, opts.density) for n in pruned)
+    coll = (Collective("flat", "allreduce", _float_bytes(kept + dense), tag="packed gradients"),)
+    n = sum(pruned)
+    d = opts.density
+    mem = (23.0 + 8.0 * d) * n  # pack (read grad + mask, write kept), unpack (zero, scatter), re-mask weights
+    return Workload("pactrain", coll, opts.batch_size, 1, compress_bytes=mem, compress_launches=5 * len(pruned))
+
+
+def method_workload(method: str, spec: ModelSpec, opts: Options, world: int, shard: int, kept: Kept | None = None,
+             dynamic: float | None = None) -> Workload:  # fmt: skip
+    """The :class:`Workload` of one iteration of ``method`` (``shard``: training samples per rank)."""
+    if method == "hsadmm":
+        if kept is None:
+            kept = kept_from_keep(spec, opts.filter_keep, opts.channel_keep, opts.layers)
+        return hsadmm_workload(spec, kept, opts, shard, opts.dynamic_fraction if dynamic is None else dynamic)
+    if method == "flat_admm":
+        return flat_admm_workload(spec, opts, shard)
+    if method == "ddp":
+        return ddp_workload(spec, opts)
+    if method == "topk":
+        return topk_workload(spec, opts, world)
+    if method == "pactrain":
+        return pactrain_workload(spec, opts)
+    raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
+
+
+# ------------------------------------------------------------------------------------------ costing
+def category(c: Collective) -> str:
+    """The time column a collective counts in: mask_sync, broadcast, allgather, barrier or <level>_allreduce."""
+    if c.op in ("mask_sync", "broadcast", "allgather", "barrier"):
+        return f"{c.op}_s"
+    return f"{c.level}_allreduce_s"
+
+
+@dataclass(frozen=True)
+class IterationCost:
+    """Seconds and bytes of one iteration (per rank; bytes are job totals, as in steps.parquet)."""
+
+    method: str
+    nodes: int
+    procs_per_node: int
+    samples: float
+    steps: float
+    compute_s: float
+    intra_allreduce_s: float
+    inter_allreduce_s: float
+    flat_allreduce_s: float
+    broadcast_s: float
+    allgather_s: float
+    mask_sync_s: float
+    barrier_s: float
+    compress_s: float
+    hidden_s: float  # communication hidden behind the backward pass (DDP)
+    inter_bytes: float
+    intra_bytes: float
+    calls: float
+
+    @property
+    def comm_s(self) -> float:
+        """All communication seconds (what `comm_s` logs: hidden or not)."""
+        return sum(getattr(self, c) for c in COMM_COLUMNS)
+
+    @property
+    def iter_s(self) -> float:
+        return self.compute_s + self.compress_s + self.comm_s - self.hidden_s
+
+    def as_dict(self) -> dict[str, float | str | int]:
+        d = dict(self.__dict__)
+        d["comm_s"], d["iter_s"] = self.comm_s, self.iter_s
+        return d
+
+
+def iteration_cost(w: Workload, nodes: int, procs_per_node: int, net: Network, device: Device,
+                   opts: Options | None = None) -> IterationCost:  # fmt: skip
+    """Price a :class:`Workload` (module docstring): compute = samples c + vector bytes / memory bw;
+    communication = sum of `formulas.time_of` per collective; compress = bytes / memory bw + launches
+    x launch latency; DDP's hidden share ``min(comm - t(last bucket), overlap * backward_fraction *
+    compute)``."""
+    opts = opts or Options()
+    times = dict.fromkeys(COMM_COLUMNS, 0.0)
+    inter = intra = calls = 0.0
+    for c in w.collectives:
+        times[category(c)] += time_of(c, nodes, procs_per_node, net)
+        i, a = ring_bytes(c.level, c.op, c.nbytes, nodes, procs_per_node)
+        inter, intra, calls = inter + c.count * i, intra + c.count * a, calls + c.count
+    compute = w.samples * device.compute_s_per_sample + w.vector_bytes / device.mem_bw
+    compress = w.compress_bytes / device.mem_bw + w.compress_launches * device.launch_s
+    hidden = 0.0
+    if w.method == "ddp" and opts.ddp_overlap > 0:
+        comm = sum(times.values())
+        last = time_of(Collective("flat", "allreduce", w.overlap_last_bytes), nodes, procs_per_node, net)
+        hidden = max(0.0, min(comm - last, opts.ddp_overlap * opts.backward_fraction * compute))
+    return IterationCost(w.method, nodes, procs_per_node, w.samples, w.steps, compute, times["intra_allreduce_s"],
+                         times["inter_allreduce_s"], times["flat_allreduce_s"], times["broadcast_s"],
+                         times["allgather_s"], times["mask_sync_s"], times["barrier_s"], compress, hidden, inter,
+                         intra, calls)  # fmt: skip
+
+
+def epoch_cost(method: str, spec: ModelSpec, nodes: int, procs_per_node: int, net: Network, device: Device,
+               opts: Options, dataset_size: int, kept: Kept | None = None) -> dict[str, float]:  # fmt: skip
+    """Seconds per epoch of a strong-scaling point (fixed dataset, per-GPU batch fixed).
+
+    Each rank holds ``shard = floor(D / N)`` samples (DistributedSampler, drop_last) in
+    ``ceil(shard / b)`` steps. SGD methods: ``shard c + steps (iteration overheads)``; ADMM methods:
+    one outer iteration (E local epochs + consensus) divided by E. H-SADMM's iteration mixes the
+    dynamic-mask and frozen-mask iterations with weight ``opts.dynamic_fraction``.
+    """
+    world = nodes * procs_per_node
+    shard = dataset_size // world
+    if shard < 1:
+        raise ValueError(f"{dataset_size} samples do not fill {world} ranks")
+    steps = math.ceil(shard / opts.batch_size)
+    w = method_workload(method, spec, replace(opts, batch_size=min(opts.batch_size, shard)), world, shard, kept)
+    cost = iteration_cost(w, nodes, procs_per_node, net, device, opts)
+    if method in ADMM_METHODS:
+        scale, per = 1.0 / opts.local_epochs, cost.as_dict()
+    else:  # per step: compute by samples, everything else per step
+        scale, per = float(steps), cost.as_dict()
+        per["compute_s"] = shard * device.compute_s_per_sample / steps
+    out = {k: float(v) * scale for k, v in per.items() if k.endswith("_s") or k.endswith("_bytes")}
+    out["epoch_s"] = out.pop("iter_s") if method in ADMM_METHODS else (
+        out["compute_s"] + out["compress_s"] + out["comm_s"] - out["hidden_s"])  # fmt: skip
+    out.update(gpus=world, nodes=nodes, procs_per_node=procs_per_node, shard=shard, steps_per_epoch=steps,
+               iteration_s=cost.iter_s, iteration_comm_s=cost.comm_s)  # fmt: skip
+    return out

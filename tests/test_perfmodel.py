@@ -1,0 +1,281 @@
+"""The analytic performance model: formulas against hand-computed values, calibration, CLI on fixtures."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import pandas as pd
+import pytest
+
+from prunex.comm.bucket import plan_buckets
+from prunex.comm.volume import group_members, wire_bytes
+from prunex.perfmodel import calibrate, formulas, workload
+from prunex.perfmodel.__main__ import main
+from prunex.perfmodel.formulas import Collective, Link, Network
+from prunex.perfmodel.validate import find_runs, last_arriver_comm
+from prunex.topology import Topology
+from tests.fixtures.perfmodel.runs import write_run
+
+L = Link(alpha_s=1e-3, beta=1e6)  # 1 ms per message, 1 MB/s: times in ms are easy to check by hand
+
+
+# ------------------------------------------------------------------------------------------ formulas
+def test_ring_formulas_match_hand_computed_values():
+    # allreduce p=4, n=1000 B: 2*3*1 ms + 2*3/4*1000/1e6 s = 6 ms + 1.5 ms
+    assert formulas.allreduce_time(1000, 4, L) == pytest.approx(7.5e-3)
+    # allgather p=4: 3 ms + 3*1000 B / 1 MB/s = 3 ms + 3 ms
+    assert formulas.allgather_time(1000, 4, L) == pytest.approx(6e-3)
+    # broadcast p=8: tree 3*(1 ms + 1 ms); pipelined ring 7 ms + 1 ms
+    assert formulas.broadcast_time(1000, 8, L, "tree") == pytest.approx(6e-3)
+    assert formulas.broadcast_time(1000, 8, L, "ring") == pytest.approx(8e-3)
+    assert formulas.allreduce_time(1000, 2, L) == pytest.approx(2e-3 + 1e-3)
+    for op in formulas.OPS:
+        assert formulas.collective_time(op, 1000, 1, L) == 0.0
+    assert formulas.ring_steps("mask_sync", 5) == 8 and formulas.ring_steps("broadcast", 5, "tree") == 3
+
+
+def test_levels_pick_links_flat_uses_inter_when_spanning_nodes():
+    intra, inter = Link(1e-6, 1e9), Link(1e-3, 1e6)
+    net = Network(intra, inter)
+    c = Collective("flat", "allreduce", 1000)
+    # M=2, P=2: ring over N=4 at the inter-node pace
+    assert formulas.time_of(c, 2, 2, net) == pytest.approx(6e-3 + 1.5e-3)
+    # one node: the intra link
+    assert formulas.time_of(c, 1, 4, net) == pytest.approx(6e-6 + 1.5e-6)
+    # hsadmm's inter ring is over the M leaders only: M=4 leaders whatever P
+    assert formulas.time_of(Collective("inter", "allreduce", 1000), 4, 8, net) == pytest.approx(7.5e-3)
+    assert formulas.time_of(Collective("intra", "broadcast", 1000, count=2), 4, 2, net) == pytest.approx(2 * 2e-6)
+
+
+def test_emulated_network_adds_the_alpha_beta_delay_to_the_loopback():
+    loop, inter = Link(1e-4, 1e8), Link(1e-3, 1e6)
+    net = Network(loop, inter, broadcast_algo="tree", emulated=True)
+    c = Collective("flat", "allreduce", 1000)
+    loopback = 6e-4 + 1500 / 1e8
+    delay = 6e-3 + 1.5e-3  # AlphaBetaLink: 2(g-1) alpha + busiest crossing member's bytes / beta
+    assert formulas.time_of(c, 2, 2, net) == pytest.approx(loopback + delay)
+    undelayed = Network(loop, inter, broadcast_algo="tree", emulated=True, undelayed=frozenset({("flat", "allreduce")}))
+    assert formulas.time_of(c, 2, 2, undelayed) == pytest.approx(loopback)
+    # the delay is exactly what prunex.comm.collectives.AlphaBetaLink sleeps
+    from prunex.comm.collectives import AlphaBetaLink
+    from prunex.config import LinkConfig
+
+    link = AlphaBetaLink(LinkConfig(model="alpha-beta", alpha_s=5e-5, bandwidth_gbit=1.0))
+    model = Link(5e-5, 1e9 / 8)
+    cases = [("flat", "allreduce", 2, 2), ("inter", "allreduce", 4, 2), ("flat", "allgather", 2, 3),
+             ("inter", "mask_sync", 3, 1), ("flat", "broadcast", 2, 2), ("flat", "barrier", 2, 2)]  # fmt: skip
+    for level, op, m, p in cases:
+        topo = Topology(0, m * p, m, p, emulated=True)
+        g = formulas.group_size(level, m, p)
+        assert formulas.emulation_delay(op, 4096, g, model) == pytest.approx(link.delay(topo, level, op, 4096, 0))
+
+
+@pytest.mark.parametrize("m,p", [(1, 4), (2, 2), (3, 2), (4, 1), (2, 3)])
+def test_ring_bytes_equal_the_logged_volume_summed_over_ranks(m, p):
+    n = 1000
+    for level in formulas.LEVELS:
+        for op in formulas.OPS:
+            want_inter = want_intra = 0.0
+            for rank in range(m * p):
+                topo = Topology(rank, m * p, m, p, emulated=True)
+                members = group_members(topo, level)
+                if rank in members:
+                    i, a = wire_bytes(topo, level, op, n, min(members))
+                    want_inter, want_intra = want_inter + i, want_intra + a
+            got = formulas.ring_bytes(level, op, n, m, p)
+            assert got == pytest.approx((want_inter, want_intra)), (level, op)
+
+
+def test_buckets_match_the_bucketer_and_ddp():
+    rng = random.Random(0)
+    for _ in range(20):
+        numels = [rng.randint(1, 5000) for _ in range(rng.randint(1, 30))]
+        cap = rng.randint(100, 20000)
+        _, sizes = plan_buckets(numels, 4, cap)
+        assert formulas.bucket_sizes(numels, 4, cap) == [4 * s for s in sizes]
+    # DDP closes a bucket once it reaches the cap: 30+30+50 | 100 | 20
+    assert formulas.ddp_bucket_sizes([30, 30, 50, 100, 20], 100) == [110, 100, 20]
+
+
+# ------------------------------------------------------------------------------------------ workloads
+def _tiny() -> workload.ModelSpec:
+    P = workload.ParamSpec
+    return workload.ModelSpec("tiny", (P("conv.weight", (8, 4, 3, 3), True), P("bn.weight", (8,), False),
+                                       P("fc.weight", (10, 8), False), P("fc.bias", (10,), False)), (8, 8))  # fmt: skip
+
+
+def test_hsadmm_workload_by_hand():
+    spec = _tiny()  # conv 288, bn 8, fc 80 + 10, buffers 16: 402 floats
+    opts = workload.Options(batch_size=10, local_epochs=2, channel_keep=0.5)
+    kept = workload.kept_from_keep(spec, 1.0, 0.5)
+    assert kept == {"conv.weight": (8, 2)}
+    w = workload.hsadmm_workload(spec, kept, opts, shard=25, dynamic=1.0)
+    got = [(c.level, c.op, c.nbytes) for c in w.collectives]
+    assert got == [("flat", "barrier", 1), ("intra", "allreduce", 4 * 402), ("inter", "mask_sync", 12),
+                   ("intra", "broadcast", 12), ("inter", "allreduce", 4 * (144 + 8 + 90 + 16)),
+                   ("intra", "broadcast", 4 * 258), ("flat", "allreduce", 8 * 9 * 4)]  # fmt: skip
+    assert w.samples == 50 and w.steps == 2 * 3
+    assert workload.compact_fraction(spec, kept) == 0.5
+    frozen = workload.hsadmm_workload(spec, kept, opts, shard=25, dynamic=0.0)
+    assert [c.op for c in frozen.collectives].count("mask_sync") == 0
+    # bucketing: a 1000-byte cap splits the 1608-byte intra buffer after the conv weight
+    small = workload.hsadmm_workload(spec, kept, workload.Options(bucket_mb=1e-3), shard=25)
+    assert [c.nbytes for c in small.collectives if c.level == "intra" and c.op == "allreduce"] == [1152, 456]
+
+
+def test_iteration_cost_by_hand():
+    spec = _tiny()
+    net = Network(Link(0.0, 1e9), Link(1e-3, 1e6))
+    dev = workload.Device(compute_s_per_sample=1e-3, mem_bw=1e12, launch_s=0.0)
+    w = workload.ddp_workload(spec, workload.Options(batch_size=4, ddp_overlap=0.0))
+    cost = workload.iteration_cost(w, 2, 2, net, dev, workload.Options(ddp_overlap=0.0))
+    n = 4 * spec.numel  # one DDP bucket of all gradients
+    assert cost.flat_allreduce_s == pytest.approx(6e-3 + 1.5 * n / 1e6)
+    assert cost.compute_s == pytest.approx(4e-3) and cost.hidden_s == 0.0
+    assert cost.iter_s == pytest.approx(cost.compute_s + cost.comm_s)
+    assert cost.inter_bytes == pytest.approx(2 * 1.5 * n)  # the two node-last ranks cross
+    # with overlap the whole comm except the last bucket can hide behind 2/3 of the compute
+    hid = workload.iteration_cost(w, 2, 2, net, dev, workload.Options(ddp_overlap=1.0))
+    assert hid.hidden_s == 0.0  # a single bucket is the last bucket
+    topk = workload.topk_workload(spec, workload.Options(topk_ratio=0.1), world=4)
+    assert [c.nbytes for c in topk.collectives] == [4 * (29 + 8), 4 * (29 + 8), 4 * 18]
+
+
+def test_epoch_cost_strong_scaling_shards():
+    spec = _tiny()
+    net = Network(Link(0.0, 1e12), Link(0.0, 1e12))
+    dev = workload.Device(compute_s_per_sample=1e-3, mem_bw=1e15, launch_s=0.0)
+    opts = workload.Options(batch_size=16, local_epochs=5)
+    e = workload.epoch_cost("ddp", spec, 2, 2, net, dev, opts, dataset_size=1000)
+    assert e["shard"] == 250 and e["steps_per_epoch"] == 16
+    assert e["epoch_s"] == pytest.approx(0.25, rel=1e-3)  # compute-bound: 250 samples x 1 ms
+    h = workload.epoch_cost("hsadmm", spec, 2, 2, net, dev, opts, dataset_size=1000)
+    assert h["epoch_s"] == pytest.approx(0.25, rel=1e-3)  # 5 epochs per iteration, divided by 5
+
+
+# ------------------------------------------------------------------------------------------ calibration
+SIZES = [1024 * 4**i for i in range(10)]  # 1 KiB .. 256 MiB
+
+
+@pytest.mark.parametrize("op,members,algo", [("allreduce", 4, "ring"), ("broadcast", 2, "tree"),
+                                              ("allgather", 3, "ring")])  # fmt: skip
+def test_fit_recovers_alpha_and_beta(op, members, algo):
+    true = Link(alpha_s=25e-6, beta=1.25e8)
+    t = [formulas.collective_time(op, n, members, true, algo) for n in SIZES]
+    exact = calibrate.fit_link(SIZES, t, op, members, algo)
+    assert exact.link.alpha_s == pytest.approx(true.alpha_s, rel=1e-6)
+    assert exact.link.beta == pytest.approx(true.beta, rel=1e-6)
+    assert exact.r2 == pytest.approx(1.0)
+    rng = random.Random(1)
+    noisy = [x * (1 + 0.01 * rng.gauss(0, 1)) for x in t]
+    fit = calibrate.fit_link(SIZES, noisy, op, members, algo)
+    assert fit.link.alpha_s == pytest.approx(true.alpha_s, rel=0.1)
+    assert fit.link.beta == pytest.approx(true.beta, rel=0.03)
+
+
+def test_fit_table_to_network():
+    intra, inter = Link(20e-6, 1e9), Link(50e-6, 1.25e8)
+    rows = []
+    for level, link, g in [("intra", intra, 2), ("inter", inter, 2), ("flat", inter, 4)]:
+        for n in SIZES[:8]:
+            rows.append({"level": level, "op": "allreduce", "size_bytes": n, "members": g,
+                         "seconds": formulas.allreduce_time(n, g, link)})  # fmt: skip
+    fit = calibrate.fit_measurements(pd.DataFrame(rows))
+    # the sweep's alpha is per call: 2(g-1) steps
+    assert fit.set_index("level").loc["flat", "alpha_s"] == pytest.approx(6 * 50e-6, rel=1e-6)
+    net = calibrate.network_from_fit(fit)
+    assert net.intra.alpha_s == pytest.approx(20e-6) and net.inter.beta == pytest.approx(1.25e8)
+    assert net.flat.alpha_s == pytest.approx(50e-6)
+    emu = calibrate.network_from_fit(fit, emulated=True, inter=Link(1e-4, 1e6))
+    assert emu.emulated and emu.inter == Link(1e-4, 1e6) and emu.intra.beta == pytest.approx(1e9)
+
+
+def test_puhti_cluster_file():
+    c = calibrate.load_cluster("puhti")
+    assert c.gpus_per_node == 4
+    assert c.network.inter.beta == pytest.approx(12.5e9 * 0.8)
+    assert c.network.intra.beta == pytest.approx(150e9 * 0.87)
+    assert set(c.compute_s_per_sample) >= {"resnet152", "resnet18", "wide_resnet50_2"}
+    assert any("[estimate]" in a for a in c.assumptions) and any("[assumption]" in a for a in c.assumptions)
+
+
+# ------------------------------------------------------------------------------------------ CLI on fixtures
+def test_validate_on_fixture_runs(tmp_path, capsys):
+    for method in ("hsadmm", "ddp", "topk"):
+        write_run(tmp_path / "results", method)
+    assert len(find_runs(tmp_path / "results")) == 3
+    out = tmp_path / "out"
+    from tests.fixtures.perfmodel.runs import LOOPBACK
+
+    rc = main(["validate", "--results", str(tmp_path / "results"), "--out", str(out), "--strict",
+               "--loopback-alpha-s", str(LOOPBACK.alpha_s), "--loopback-beta", str(LOOPBACK.beta)])  # fmt: skip
+    assert rc == 0, capsys.readouterr().out
+    df = pd.read_csv(out / "validation.csv")
+    assert (out / "validation.png").stat().st_size > 0
+    assert set(df["method"]) == {"hsadmm", "ddp", "topk"}
+    assert df["err_pct"].abs().max() < 1e-6
+    assert df["err_waitfree_pct"].abs().max() < 1e-6
+    assert df["bytes_err_pct"].abs().max() < 1e-6
+    assert (df["undelayed"] == "-").all()
+    assert "3 of 3 predictions within" in capsys.readouterr().out
+    by_op = pd.read_csv(out / "validation_by_op.csv")
+    assert by_op["err_last_arriver_pct"].abs().max() < 1e-6
+    hs = by_op[by_op["run_id"].str.startswith("hsadmm")].set_index(["level", "op"])
+    assert {("flat", "barrier"), ("inter", "mask_sync"), ("intra", "broadcast")} <= set(hs.index)
+
+
+def test_validate_detects_undelayed_collectives(tmp_path):
+    d = write_run(tmp_path, "ddp", iterations=3)
+    comm = pd.read_parquet(d / "comm.parquet")
+    comm["seconds"] = 1e-6  # as DDP's hook logs them: the emulation never slept
+    comm.to_parquet(d / "comm.parquet", index=False)
+    from prunex.perfmodel.validate import RunData, run_network
+
+    net, _ = run_network(RunData(d))
+    assert net.undelayed == frozenset({("flat", "allreduce")})
+    assert last_arriver_comm(comm).tolist() == pytest.approx([1e-6] * 3)
+
+
+def test_project_on_a_fixture_cluster(tmp_path, capsys):
+    cluster = {"name": "fixture", "gpus_per_node": 2, "intra": {"alpha_s": 1e-6, "beta_bytes_per_s": 1e11},
+               "inter": {"alpha_s": 1e-5, "nominal_bytes_per_s": 1e10, "efficiency": 0.5},
+               "compute_s_per_sample": {"resnet20": {"value": 1e-4, "status": "estimate"}}}  # fmt: skip
+    path = tmp_path / "fixture.json"
+    path.write_text(json.dumps(cluster))
+    rc = main(["project", "--cluster", str(path), "--model", "resnet20", "--dataset", "digits", "--gpus", "2,4",
+               "--extend-to", "16", "--out", str(tmp_path / "out")])  # fmt: skip
+    assert rc == 0
+    df = pd.read_csv(tmp_path / "out" / "projection_fixture_resnet20.csv")
+    assert sorted(df["gpus"].unique()) == [2, 4, 8, 16]
+    assert set(df["method"]) == {"hsadmm", "ddp", "topk"}
+    base = df[df["gpus"] == 2]
+    assert (base["speedup"] == 1.0).all()
+    assert (df["efficiency_pct"] <= 100.0 + 1e-9).all()
+    assert (tmp_path / "out" / "projection_fixture_resnet20.png").stat().st_size > 0
+
+
+def test_project_puhti_series_has_paper_column(tmp_path):
+    c = calibrate.load_cluster("puhti")
+    from prunex.perfmodel.project import PAPER_SPEEDUP, gpu_series, project
+
+    df = project(c, "resnet18", "cifar10", ("hsadmm", "ddp", "topk"), gpu_series((8, 16, 32, 64), 128))
+    at64 = df[df["gpus"] == 64].set_index("method")
+    assert at64["paper_speedup"].to_dict() == PAPER_SPEEDUP
+    assert df.groupby("method")["gpus"].apply(list).map(lambda g: g == [8, 16, 32, 64, 128]).all()
+    assert all(math.isfinite(x) and x > 0 for x in df["epoch_s"])
+
+
+def test_cli_errors_are_one_line(tmp_path, capsys):
+    assert main(["validate", "--results", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+    assert "no runs" in capsys.readouterr().err
+    assert main(["project", "--cluster", "no-such-cluster", "--out", str(tmp_path / "o")]) == 2
+    assert "no cluster file" in capsys.readouterr().err
+
+
+def test_compute_per_sample_from_a_run(tmp_path):
+    ddp = write_run(tmp_path, "ddp", iterations=3)  # compute_s 0.5 per step of 32 digits images
+    assert calibrate.compute_per_sample(ddp) == pytest.approx(0.5 / 32)
+    hs = write_run(tmp_path, "hsadmm", iterations=3)  # 5 local epochs of 1438 // 4 = 359 images
+    assert calibrate.compute_per_sample(hs) == pytest.approx(0.5 / (5 * 359))
