@@ -145,7 +145,7 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
         wall, start = resumed["wall"], resumed["iteration"] + 1
         log.load_existing(resumed["iteration"])
         if topo.rank == 0:
-            print(f"[{config.name}] resumed after iteration {start}/{total}", flush=True)
+            print(f"[{config.name}] resumed after iteration {start - 1} ({start}/{total} done)", flush=True)
     k, test_acc = start - 1, float("nan")
     for k in range(start, total):
         comm.iteration = k

@@ -53,6 +53,9 @@ SUBNET_BASE = "10.213"
 NODE_HOST_OFFSET = 10
 PORT_BASE = 17000
 STEP_DRAIN_TIMEOUT_S = 10.0
+# Slurm holds a requeued job for cred_expire + 1 s (slurm.conf(5), AuthInfo); its default of 120 s
+# suits a real cluster's slow prologs, but on one machine it only delays a requeued job's restart.
+CRED_EXPIRE_S = 10
 DAEMON_COMMS = ("slurmctld", "slurmd", "slurmstepd", "munged")
 
 
@@ -618,7 +621,7 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket={self.munge_socket}
+AuthInfo=socket={self.munge_socket},cred_expire={CRED_EXPIRE_S}
 StateSaveLocation={d}/state
 SlurmdSpoolDir={d}/spool/%n
 SlurmctldPidFile={d}/run/slurmctld.pid
