@@ -173,12 +173,29 @@ def launch(config: RunConfig, slurm: SlurmOptions | None = None, *, echo: bool =
 
 
 def wait(job: submitit.Job, config: RunConfig, run_dir: Path) -> None:
-    """Wait for a job; a failed task is a RuntimeError naming the run, the job and its logs."""
+    """Wait for a job; a failed task is a RuntimeError naming the run, the job and its logs.
+
+    The message names the ranks that ended without a result first (killed, out of memory, preempted
+    without requeue: the likely cause), then the first error a surviving rank raised.
+    """
     try:
         job.results()
     except Exception as e:  # submitit re-raises the task's exception with its traceback text
+        dead = _ranks_without_result(job, config.world_size)
+        cause = ""
+        if dead:
+            ranks = ", ".join(map(str, dead))
+            cause = f"rank{'s' if len(dead) > 1 else ''} {ranks} ended without a result (killed, out of memory or "
+            cause += "lost its node: see its log); "
         raise RuntimeError(f"run {config.name} failed (job {job.job_id}, logs in {run_dir / 'submitit'}): "
-                           f"{_last_line(str(e))}") from e
+                           f"{cause}{_last_line(str(e))}") from e
+
+
+def _ranks_without_result(job: submitit.Job, tasks: int) -> list[int]:
+    """Tasks of a finished job that wrote no result file (submitit writes one on success and on error)."""
+    if tasks <= 1:
+        return []
+    return [r for r in range(tasks) if not job.task(r).paths.result_pickle.exists()]
 
 
 def submit_array(

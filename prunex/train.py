@@ -10,6 +10,10 @@ Before evaluating, the BatchNorm statistics of a copy of the evaluated model are
 method alike. The consensus model of ADMM and a freshly pruned model have no running statistics
 of their own, and at the learning rates of short CPU runs even DDP's running averages lag the
 weights; without this, accuracy measures stale statistics rather than the weights.
+
+Fault injection (tests/faults): with ``PRUNEX_FAULT_NAN_AT=K`` in its environment, rank 0 fills
+one parameter of its training model with NaN at the start of iteration K, so the divergence check
+(`prunex.methods.base.check_finite`) meets a NaN loss through the ordinary training path.
 """
 
 from __future__ import annotations
@@ -147,8 +151,12 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
         if topo.rank == 0:
             print(f"[{config.name}] resumed after iteration {start - 1} ({start}/{total} done)", flush=True)
     k, test_acc = start - 1, float("nan")
+    nan_at = int(os.environ.get("PRUNEX_FAULT_NAN_AT", "-1"))
     for k in range(start, total):
         comm.iteration = k
+        if k == nan_at and topo.rank == 0:
+            with torch.no_grad():
+                next(ctx.model.parameters()).fill_(float("nan"))
         t0 = time.perf_counter()
         try:
             result = method.train_iteration(k)

@@ -16,11 +16,6 @@ from prunex.log import merge_parts, read_parquet, write_atomic
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _prunex_run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "prunex.run", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout)  # fmt: skip
-
-
 def _task_pids(folder: Path, rank: int) -> list[int]:
     """Processes of a submitit local job task, found by their environment and command line."""
     pids = []
@@ -38,7 +33,7 @@ def _task_pids(folder: Path, rank: int) -> list[int]:
 
 
 @pytest.mark.slow
-def test_killed_rank_ends_the_job_in_bounded_time(data_root: Path, tmp_path: Path) -> None:
+def test_killed_rank_ends_the_job_in_bounded_time(data_root: Path, tmp_path: Path, fault_report) -> None:
     timeout_s = 20
     cmd = [sys.executable, "-m", "prunex.run", "--method", "ddp", "--nodes", "2", "--procs-per-node", "1",
            "--epochs", "50", "--train-subset", "512", "--bn-batches", "1", "--collective-timeout-s", str(timeout_s),
@@ -59,23 +54,40 @@ def test_killed_rank_ends_the_job_in_bounded_time(data_root: Path, tmp_path: Pat
     assert proc.returncode == 1
     lines = [ln for ln in err.strip().splitlines() if ln.startswith("error:")]
     assert len(lines) == 1 and "run victim failed" in lines[0], err[-2000:]
+    assert "rank 1 ended without a result" in lines[0]  # the dead rank is named, not only the one that noticed
     assert elapsed < timeout_s + 60, elapsed  # bounded by the collective timeout, not a hang
+    assert not _task_pids(run_dir / "submitit", 0) and not _task_pids(run_dir / "submitit", 1)  # every rank ended
     # the finished iterations' logs stay readable
     tables = merge_parts(run_dir)
     assert len(tables["steps"]) >= 1 and not (run_dir / "DONE").exists()
+    fault_report("rank 1 of 2 SIGKILLed mid-run (ddp, collective timeout 20 s)", elapsed, lines[0],
+                 f"{len(tables['steps'])} logged iterations readable from parts/, no DONE")  # fmt: skip
 
 
 @pytest.mark.slow
-def test_divergence_stops_with_a_clear_message_and_no_nan_logged(data_root: Path, tmp_path: Path) -> None:
-    out = _prunex_run("--method", "hsadmm", "--nodes", "1", "--procs-per-node", "2", "--iterations", "3",
-                      "--local-epochs", "1", "--train-subset", "256", "--lr", "1e12", "--bn-batches", "1",
-                      "--results", str(tmp_path), "--name", "diverge")  # fmt: skip
-    assert out.returncode == 1
-    assert "failed in iteration 0 during local computation: FloatingPointError: loss became" in out.stderr
-    for part in (tmp_path / "adhoc" / "diverge").glob("parts/*.parquet"):
-        df = read_parquet(part)
-        assert not df.select_dtypes("number").isin([float("inf"), float("-inf")]).any().any()
-        assert "train_loss" not in df or df["train_loss"].notna().all()
+def test_nan_stops_the_run_at_that_iteration_with_a_checkpoint_from_before(data_root: Path, tmp_path: Path,
+                                                                          fault_report) -> None:  # fmt: skip
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "prunex.run", "--method", "hsadmm", "--nodes", "1",
+                           "--procs-per-node", "2", "--iterations", "3", "--local-epochs", "1", "--train-subset",
+                           "128", "--bn-batches", "1", "--results", str(tmp_path), "--name", "diverge"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PRUNEX_FAULT_NAN_AT="1"))  # fmt: skip
+    elapsed = time.monotonic() - t0
+    assert proc.returncode == 1
+    assert "failed in iteration 1 during local computation: FloatingPointError: loss became nan" in proc.stderr
+    run_dir = tmp_path / "adhoc" / "diverge"
+    # the checkpoint from before the NaN: iteration 0, both ranks; none of iteration 1
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == [
+        "rank00000-it0000000.pt", "rank00001-it0000000.pt"]  # fmt: skip
+    tables = merge_parts(run_dir)
+    assert list(tables["steps"]["iteration"]) == [0] and not (run_dir / "DONE").exists()
+    for df in tables.values():  # no NaN or inf reached the tables (test_acc is NaN only when not evaluated)
+        num = df.drop(columns=["test_acc"], errors="ignore").select_dtypes("number")
+        assert num.notna().all().all() and not num.isin([float("inf"), float("-inf")]).any().any()
+    message = next(ln for ln in proc.stderr.splitlines() if "FloatingPointError" in ln)
+    fault_report("NaN in rank 0's weights at iteration 1 (hsadmm 1x2)", elapsed, message,
+                 "iteration 0's logs and checkpoints (both ranks); nothing of iteration 1; no DONE")  # fmt: skip
 
 
 _KILL_BEFORE_RENAME = """
@@ -90,20 +102,23 @@ log.write_atomic({path!r}, b"new contents that must never be seen half-written" 
 """
 
 
-def test_writer_killed_before_rename_leaves_the_old_file(tmp_path: Path) -> None:
+def test_writer_killed_before_rename_leaves_the_old_file(tmp_path: Path, fault_report) -> None:
     target = tmp_path / "steps.parquet"
     pd.DataFrame({"iteration": [0, 1], "train_loss": [2.0, 1.5]}).to_parquet(target)
     before = target.read_bytes()
+    t0 = time.monotonic()
     proc = subprocess.run([sys.executable, "-c", _KILL_BEFORE_RENAME.format(root=str(ROOT), path=str(target))],
                           capture_output=True, timeout=60)  # fmt: skip
     assert proc.returncode == -signal.SIGKILL
     assert target.read_bytes() == before  # the old version, whole
     assert list(read_parquet(target)["train_loss"]) == [2.0, 1.5]
+    fault_report("writer SIGKILLed between write+fsync and rename", time.monotonic() - t0, "(killed: no message)",
+                 "the old steps.parquet, whole and readable; the next write succeeds")  # fmt: skip
     write_atomic(target, b"x")  # the next writer is not disturbed by the dead one's temp file
     assert target.read_bytes() == b"x"
 
 
-def test_second_suite_on_a_locked_results_dir_exits(tmp_path: Path) -> None:
+def test_second_suite_on_a_locked_results_dir_exits(tmp_path: Path, fault_report) -> None:
     holder = subprocess.Popen(
         [sys.executable, "-c", f"import sys, time; sys.path.insert(0, {str(ROOT)!r}); from prunex.lock import "
          f"results_lock\nwith results_lock({str(tmp_path)!r}):\n    print('held', flush=True); time.sleep(60)"],
@@ -111,11 +126,15 @@ def test_second_suite_on_a_locked_results_dir_exits(tmp_path: Path) -> None:
     )  # fmt: skip
     try:
         assert holder.stdout.readline().strip() == "held"
+        t0 = time.monotonic()
         out = subprocess.run([sys.executable, "-m", "experiments.latency", "--profile", "smoke", "--results",
                               str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
+        elapsed = time.monotonic() - t0
         assert out.returncode == 3
         assert f"is in use by pid {holder.pid}" in out.stderr
         assert not (tmp_path / "latency").exists()  # nothing written
+        fault_report("second suite on a locked results directory", elapsed, out.stderr,
+                     "nothing written by the second suite; the owner's lock file intact")  # fmt: skip
         owner = json.loads((tmp_path / ".prunex.lock").read_text())
         assert owner["pid"] == holder.pid
     finally:
@@ -128,14 +147,17 @@ def test_second_suite_on_a_locked_results_dir_exits(tmp_path: Path) -> None:
         assert json.loads((tmp_path / ".prunex.lock").read_text())["pid"] == os.getpid()
 
 
-def test_unknown_experiment(tmp_path: Path, capsys) -> None:
+def test_unknown_experiment(tmp_path: Path, capsys, fault_report) -> None:
     from experiments import all as all_experiments
 
     assert all_experiments.main(["--only", "no_such_experiment", "--results", str(tmp_path)]) == 2
-    assert "unknown experiment 'no_such_experiment'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "unknown experiment 'no_such_experiment'" in err
+    assert not any(tmp_path.iterdir())
+    fault_report("unknown experiment name", None, err, "nothing")
 
 
-def test_checkpoint_of_another_configuration_is_refused(tmp_path: Path) -> None:
+def test_checkpoint_of_another_configuration_is_refused(tmp_path: Path, fault_report) -> None:
     import dataclasses
 
     import torch
@@ -147,5 +169,6 @@ def test_checkpoint_of_another_configuration_is_refused(tmp_path: Path) -> None:
     checkpoint.save(tmp_path, 0, cfg, 3, 1.0, {"w": torch.ones(2)})
     assert checkpoint.load(tmp_path, 0, cfg, torch.device("cpu"))["iteration"] == 3  # weights_only load
     other = dataclasses.replace(cfg, lr=0.1, admm=dataclasses.replace(cfg.admm, channel_keep=0.25))
-    with pytest.raises(checkpoint.CheckpointMismatch, match="fields admm.channel_keep, lr differ"):
+    with pytest.raises(checkpoint.CheckpointMismatch, match="fields admm.channel_keep, lr differ") as refused:
         checkpoint.load(tmp_path, 0, other, torch.device("cpu"))
+    fault_report("checkpoint of another configuration", None, str(refused.value), "the checkpoint, untouched")

@@ -1,0 +1,39 @@
+"""The fault suite's table: each fault, the seconds until every process had exited, the message shown,
+and what was left on disk, printed at the end of the pytest session (and written as CSV to
+$PRUNEX_FAULT_TABLE when set), so a run of the suite documents its own outcome."""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections.abc import Callable
+
+import pytest
+
+ROWS: list[dict[str, str]] = []
+
+
+@pytest.fixture
+def fault_report() -> Callable[..., None]:
+    def record(fault: str, exit_s: float | None, message: str, on_disk: str) -> None:
+        ROWS.append({"fault": fault, "all exited after": "-" if exit_s is None else f"{exit_s:.1f} s",
+                     "message": message.strip().splitlines()[-1] if message.strip() else "",
+                     "left on disk": on_disk})  # fmt: skip
+
+    return record
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if not ROWS:
+        return
+    terminalreporter.write_sep("=", "fault injection: outcome of each fault")
+    for row in ROWS:
+        terminalreporter.write_line(f"- {row['fault']}: all processes exited after {row['all exited after']}")
+        terminalreporter.write_line(f"    message: {row['message']}")
+        terminalreporter.write_line(f"    on disk: {row['left on disk']}")
+    path = os.environ.get("PRUNEX_FAULT_TABLE")
+    if path:
+        with open(path, "w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(ROWS[0]))
+            writer.writeheader()
+            writer.writerows(ROWS)
