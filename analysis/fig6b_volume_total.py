@@ -83,7 +83,7 @@ def draw(df: pd.DataFrame, exp: Experiment) -> Figure:
     fig, ax = plt.subplots(figsize=(max(6.0, 2.2 * len(models) + 2), 4.2), layout="constrained")
     width = 0.8 / len(methods)
     for j, method in enumerate(methods):
-        xs, hs, reds = [], [], []
+        xs, hs, reds, ms = [], [], [], []
         for i, model in enumerate(models):
             row = est[(est["model"] == model) & (est["method"] == method)]
             if row.empty:
@@ -91,11 +91,15 @@ def draw(df: pd.DataFrame, exp: Experiment) -> Figure:
             xs.append(i - 0.4 + width * (j + 0.5))
             hs.append(float(row["inter_gb"].iloc[0]))
             reds.append(float(row["reduction_vs_ddp_pct"].iloc[0]))
+            ms.append(model)
         bars = ax.bar(xs, hs, width=width * 0.95, color=style.method_color(method), label=style.method_label(method))
-        for b, h, r in zip(bars, hs, reds, strict=True):
-            text = f"{h:.3g}" + (f"\n(-{r:.0f}%)" if r == r else "")
-            ax.text(b.get_x() + b.get_width() / 2, h, text, ha="center", va="bottom", fontsize=8)
         wire = df[(df["source"] == WIRE) & (df["method"] == method)]
+        wire_gb = dict(zip(wire["model"], wire["inter_gb"], strict=True))
+        for b, h, r, model in zip(bars, hs, reds, ms, strict=True):
+            text = f"{h:.3g}" + (f"\n(-{r:.0f}%)" if r == r else "")
+            top = max(h, float(wire_gb.get(model, 0.0)))  # above the wire marker, not on it
+            ax.annotate(text, (b.get_x() + b.get_width() / 2, top), xytext=(0, 5), textcoords="offset points",
+                        ha="center", va="bottom", fontsize=8)  # fmt: skip
         for _, w in wire.iterrows():
             if w["model"] in models:
                 x = models.index(w["model"]) - 0.4 + width * (j + 0.5)
@@ -105,8 +109,8 @@ def draw(df: pd.DataFrame, exp: Experiment) -> Figure:
     ax.set_xticks(range(len(models)), [style.model_label(m) for m in models])
     ax.set_ylabel("total inter-node volume (GB)")
     ax.set_xlabel("model")
-    ax.set_ylim(0, float(df["inter_gb"].max()) * 1.25 or 1.0)
-    ax.legend(fontsize=8)
+    ax.set_ylim(0, float(df["inter_gb"].max()) * 1.3 or 1.0)
+    ax.legend(fontsize=8, loc="upper left")
     ax.set_title("Fig. 6b: total inter-node communication volume")
     return fig
 
