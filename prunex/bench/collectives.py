@@ -22,6 +22,11 @@ Method, per level, op and message size n (bytes per member, float32 tensors; siz
   phase 2 of H-SADMM).  Ranks outside the level's group (workers, for ``inter``) only join the barriers.
 - The time of one call is the slowest member's (a collective is complete when every member has its result);
   ``seconds`` is the median over the repeats (``seconds_min``/``seconds_max`` are kept as well).
+  ``seconds_last`` is the median over the repeats of the *fastest* member's time, i.e. the last member to
+  enter (for the concurrent intra-node groups: the slowest group's fastest member): where processes share
+  cores, members leave the preceding barrier at different times and the slowest member's time includes
+  that skew, while the last arriver's is the transfer alone (what ``prunex.perfmodel validate`` compares
+  with as the "wait-free" time).
 
 Model fitted, per level and op (Hockney's alpha-beta model on the ring algorithm of
 :mod:`prunex.comm.volume`)::
@@ -89,7 +94,7 @@ SMALL_BYTES = 1 << 20  # below this, small_repeats timed calls per size
 FIT_WEIGHTINGS = ("scaled", "relative", "absolute")
 MEASUREMENT_COLUMNS = [
     "level", "op", "size_bytes", "seconds", "seconds_min", "seconds_max", "repeats", "members", "bytes_term",
-    "busbw_bytes_per_s", "link_model", "nodes", "procs_per_node", "link_bytes_per_s",
+    "busbw_bytes_per_s", "link_model", "nodes", "procs_per_node", "link_bytes_per_s", "seconds_last",
 ]  # fmt: skip
 FIT_COLUMNS = [
     "level", "op", "alpha_s", "beta_bytes_per_s", "r2", "max_rel_err", "n_points", "members", "bytes_factor",
@@ -215,19 +220,29 @@ def fit_table(measurements, weighting: str = "scaled"):
 
 
 def aggregate(task_rows: list[list[dict]], info: dict[str, Any]):
-    """Per-call rows of every task -> one row per (level, op, size): slowest member per call, median over calls."""
+    """Per-call rows of every task -> one row per (level, op, size): slowest member per call, median over calls
+    (``seconds_last``: fastest member, i.e. the last to enter, per call, median over calls)."""
     import pandas as pd
 
     per_call: dict[tuple, float] = {}
+    per_group: dict[tuple, float] = {}  # (level, op, size, rep, group) -> its fastest member's seconds
     members: dict[tuple, int] = {}
+    procs = max(1, int(info.get("procs_per_node") or 1))
     for rows in task_rows:
         for r in rows:
             key = (r["level"], r["op"], r["size_bytes"], r["rep"])
             per_call[key] = max(per_call.get(key, 0.0), r["seconds"])
+            group = r["rank"] // procs if r["level"] == "intra" else -1  # concurrent intra groups, one per node
+            per_group[(*key, group)] = min(per_group.get((*key, group), math.inf), r["seconds"])
             members[key[:3]] = r["members"]
+    per_call_last: dict[tuple, float] = {}  # the slowest of the concurrent groups' last arrivers
+    for (*key, _), sec in per_group.items():
+        per_call_last[tuple(key)] = max(per_call_last.get(tuple(key), 0.0), sec)
     calls: dict[tuple, list[float]] = defaultdict(list)
-    for (level, op, size, _), sec in per_call.items():
+    last: dict[tuple, list[float]] = defaultdict(list)
+    for (level, op, size, rep), sec in per_call.items():
         calls[(level, op, size)].append(sec)
+        last[(level, op, size)].append(per_call_last[(level, op, size, rep)])
     out = []
     order = {lv: i for i, lv in enumerate(LEVELS)}
     for (level, op, size), secs in sorted(calls.items(), key=lambda kv: (order[kv[0][0]], kv[0][1], kv[0][2])):
@@ -250,6 +265,7 @@ def aggregate(task_rows: list[list[dict]], info: dict[str, Any]):
                 "nodes": info["nodes"],
                 "procs_per_node": info["procs_per_node"],
                 "link_bytes_per_s": info.get("link_bytes_per_s", math.nan),
+                "seconds_last": statistics.median(last[(level, op, size)]),
             }
         )
     return pd.DataFrame(out, columns=MEASUREMENT_COLUMNS)

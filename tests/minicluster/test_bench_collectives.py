@@ -58,6 +58,11 @@ def test_aggregate_takes_slowest_member_then_median():
     r = m.iloc[0]
     assert (r.seconds, r.seconds_min, r.seconds_max, r.repeats) == (3.0, 2.5, 5.0, 3)  # max per call: 3, 5, 2.5
     assert r.bytes_term == 4096 and r.busbw_bytes_per_s == pytest.approx(4096 / 3.0)
+    assert r.seconds_last == 1.0  # fastest member (the last to enter) per call: 1, 1, 2 -> median 1
+    # concurrent intra-node groups (P = 2: ranks 0-1 and 2-3): the slowest group's fastest member per call
+    intra = [[{**row(k, 0, sec), "level": "intra", "members": 2}] for k, sec in enumerate((1.0, 4.0, 2.0, 3.0))]
+    m = bench.aggregate(intra, {**info, "procs_per_node": 2})
+    assert (m.iloc[0].seconds, m.iloc[0].seconds_last) == (4.0, 2.0)  # groups' minima 1 and 2 -> 2
 
 
 @pytest.mark.minicluster
