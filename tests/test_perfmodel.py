@@ -279,3 +279,92 @@ def test_compute_per_sample_from_a_run(tmp_path):
     assert calibrate.compute_per_sample(ddp) == pytest.approx(0.5 / 32)
     hs = write_run(tmp_path, "hsadmm", iterations=3)  # 5 local epochs of 1438 // 4 = 359 images
     assert calibrate.compute_per_sample(hs) == pytest.approx(0.5 / (5 * 359))
+
+
+# ------------------------------------------------------------------------------------------ cluster-from-sweep
+def _sweep_fit(members: dict[str, int]) -> pd.DataFrame:
+    """A fit table as prunex.bench.collectives writes it: alpha per call, bus bandwidth, group size."""
+    rows = [("intra", "allreduce", 2e-4, 1e9), ("intra", "broadcast", 1e-4, 2e9), ("inter", "allreduce", 4e-4, 1.2e8),
+            ("inter", "broadcast", 3e-4, 1.1e8), ("flat", "allreduce", 1.2e-3, 1e8)]  # fmt: skip
+    return pd.DataFrame([{"level": lv, "op": op, "alpha_s": a, "beta_bytes_per_s": b, "members": members[lv],
+                          "procs_per_node": 2} for lv, op, a, b in rows])  # fmt: skip
+
+
+def test_cluster_from_sweep_round_trips_through_load_cluster(tmp_path):
+    fit = _sweep_fit({"intra": 2, "inter": 2, "flat": 4})
+    a, b = write_run(tmp_path / "a", "ddp", iterations=3), write_run(tmp_path / "b", "topk", iterations=3)
+    raw = calibrate.cluster_from_sweep(fit, name="mc", procs_per_node=2, compute_runs=[a, b], device=(5e9, 2e-6))
+    path = tmp_path / "mc.json"
+    path.write_text(json.dumps(raw))
+    c = calibrate.load_cluster(path)
+    net = c.network
+
+    # per ring step: allreduce of 2 members has 2(2-1) = 2 steps, of 4 members 6; gloo's tree broadcast of 2: 1
+    def same(a, b):
+        return a.alpha_s == pytest.approx(b.alpha_s) and a.beta == pytest.approx(b.beta)
+
+    assert same(net.intra, Link(1e-4, 1e9)) and same(net.inter, Link(2e-4, 1.2e8))
+    assert same(net.flat, Link(2e-4, 1e8))
+    assert same(net.intra_broadcast, Link(1e-4, 2e9)) and same(net.inter_broadcast, Link(3e-4, 1.1e8))
+    assert net.broadcast_algo == "tree" and c.gpus_per_node == 2
+    assert c.mem_bw == 5e9 and c.launch_s == 2e-6
+    assert c.compute_s_per_sample == {"resnet20": pytest.approx(0.5 / 32)}  # both fixture runs: 0.5 s per 32
+    assert any("[measured]" in n and str(a) in n for n in c.assumptions)
+    # the flat link prices a flat allreduce spanning nodes: 6 steps x 0.2 ms + 2*3/4 * 1e6 B / 1e8 B/s
+    assert formulas.time_of(Collective("flat", "allreduce", 1e6), 2, 2, net) == pytest.approx(1.2e-3 + 0.015)
+
+
+def test_cluster_from_sweep_cli_then_project(tmp_path, capsys):
+    sweep = tmp_path / "coll.fit.parquet"
+    _sweep_fit({"intra": 2, "inter": 2, "flat": 4}).to_parquet(sweep)
+    run = write_run(tmp_path / "r", "hsadmm", iterations=3)
+    out = tmp_path / "mc.json"
+    assert main(["cluster-from-sweep", "--collectives", str(sweep), "--compute-from-run", str(run),
+                 "--out", str(out)]) == 0  # fmt: skip
+    raw = json.loads(out.read_text())
+    assert raw["name"] == "mc" and raw["compute_s_per_sample"]["resnet20"]["status"] == "measured"
+    assert raw["device"]["memory_bytes_per_s"]["value"] > 0
+    assert main(["project", "--cluster", str(out), "--model", "resnet20", "--dataset", "digits", "--gpus", "2,4",
+                 "--extend-to", "8", "--batch-size", "32", "--local-epochs", "1",
+                 "--out", str(tmp_path / "p")]) == 0  # fmt: skip
+    df = pd.read_csv(tmp_path / "p" / "projection_mc_resnet20.csv")
+    assert set(df["cluster"]) == {"mc"} and set(df["dataset"]) == {"digits"}
+    assert sorted(df["gpus"].unique()) == [2, 4, 8]
+    assert df.set_index(["method", "gpus"]).loc[("ddp", 8), ["nodes", "procs_per_node"]].tolist() == [4, 2]
+    # no inter-node allreduce fit: a one-line error
+    bad = tmp_path / "bad.fit.parquet"
+    _sweep_fit({"intra": 2, "inter": 2, "flat": 4}).query("level == 'intra'").to_parquet(bad)
+    capsys.readouterr()
+    assert main(["cluster-from-sweep", "--collectives", str(bad), "--out", str(tmp_path / "x.json")]) == 2
+    assert "needs intra and inter allreduce fits" in capsys.readouterr().err
+
+
+def test_sweep_fit_on_last_arriver_times_recovers_the_link(tmp_path):
+    # members leave the barrier at different times: the slowest member's time carries a 3 ms skew on top of
+    # alpha + b(n)/beta, the last arriver's does not; "last" refits on the latter and recovers alpha and beta
+    from prunex.bench.collectives import bytes_factor
+
+    alpha, beta, sizes = 5e-4, 1.25e8, [1024 * 4**i for i in range(8)]
+    rows = []
+    for level, op, g in (("intra", "allreduce", 2), ("inter", "allreduce", 2)):
+        for n in sizes:
+            term = bytes_factor(op, g) * n
+            rows.append({"level": level, "op": op, "size_bytes": n, "seconds": alpha + term / beta + 3e-3,
+                         "seconds_last": alpha + term / beta, "members": g, "bytes_term": term,
+                         "link_model": "netns-tc", "nodes": 2, "procs_per_node": 2,
+                         "link_bytes_per_s": beta})  # fmt: skip
+    sweep = tmp_path / "coll.parquet"
+    pd.DataFrame(rows).to_parquet(sweep)
+    last = calibrate.read_fit_table(sweep, "last").set_index(["level", "op"])
+    assert last.loc[("inter", "allreduce"), "alpha_s"] == pytest.approx(alpha, rel=1e-6)
+    assert last.loc[("inter", "allreduce"), "beta_bytes_per_s"] == pytest.approx(beta, rel=1e-6)
+    assert set(last["time_stat"]) == {"last arriver"}
+    slowest = calibrate.read_fit_table(sweep, "slowest").set_index(["level", "op"])
+    assert slowest.loc[("inter", "allreduce"), "alpha_s"] > alpha + 2e-3 and set(slowest["time_stat"]) == {
+        "slowest member"
+    }
+    # a sweep without seconds_last falls back to the slowest member's time
+    pd.DataFrame(rows).drop(columns="seconds_last").to_parquet(sweep)
+    assert set(calibrate.read_fit_table(sweep, "last")["time_stat"]) == {"slowest member"}
+    with pytest.raises(calibrate.CalibrationError):
+        calibrate.read_fit_table(sweep, "fastest")

@@ -3,6 +3,8 @@
     python -m prunex.perfmodel validate --results DIR [--collectives SWEEP.parquet | --measure-loopback] [--out DIR]
     python -m prunex.perfmodel project --cluster puhti [--model resnet152] [--out DIR]
     python -m prunex.perfmodel loopback --out loopback.parquet      # measure this machine's loopback level
+    python -m prunex.perfmodel cluster-from-sweep --collectives SWEEP.parquet --compute-from-run RUN_DIR
+        [--compute-from-run RUN_DIR ...] --out mycluster.json         # a cluster file of a measured cluster
 
 Pieces (each a small set of pure functions and dataclasses):
 
@@ -17,9 +19,11 @@ Pieces (each a small set of pure functions and dataclasses):
   Broadcast, AllGather, mask sync and compress/decompress; time per epoch under strong scaling.
 - `prunex.perfmodel.calibrate`: alpha and beta per level from timings (a least-squares fit, the fit
   table of ``prunex.bench.collectives``, or a loopback sweep), compute seconds per sample from a run's
-  steps.parquet, and cluster files.
+  steps.parquet, cluster files, and a cluster file of a measured cluster (``cluster_from_sweep``).
 - `prunex.perfmodel.validate`: predicted vs measured comm_s of logged runs (csv + png).
-- `prunex.perfmodel.project`: Fig. 9 on a described cluster, beside the paper's 6.75x / 5.81x / 3.71x.
+- `prunex.perfmodel.project`: Fig. 9 on a described cluster, beside the paper's 6.75x / 5.81x / 3.71x;
+  ``--out RESULTS/perfmodel`` puts the table where `analysis.fig9a_scaling_speedup` (model curves) and
+  `analysis.report` (projected claims) read it.
 
 Cluster files (``clusters/<name>.json``; ``--cluster NAME`` or ``--cluster PATH``). Every number may be
 given plain or as ``{"value": x, "status": "datasheet|measured|estimate|assumption", "source": "..."}``;
@@ -36,6 +40,8 @@ the status and source are printed with each projection::
       },
       "inter": {"alpha_s": 1.4e-5, "nominal_bytes_per_s": 1.25e10, "efficiency": 0.8, "rails": 1},
       "broadcast_algo": "ring",                 # "ring" (NCCL) or "tree" (gloo)
+      # optional, same form as intra/inter: "flat" (flat groups spanning nodes), "intra_broadcast",
+      # "inter_broadcast" (separate broadcast fits; `cluster-from-sweep` writes all three)
       "device": {"memory_bytes_per_s": 9e11, "memory_efficiency": 0.8, "kernel_launch_s": 5e-6},
       "compute_s_per_sample": {"resnet152": 2.6e-3},   # forward + backward + step, per training sample
       "datasets": {"cifar10": 50000},           # training samples (cifar10 and digits are built in)

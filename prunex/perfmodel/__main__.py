@@ -1,4 +1,4 @@
-"""Command line of `prunex.perfmodel`: validate, project, loopback (see the package docstring)."""
+"""Command line of `prunex.perfmodel`: validate, project, loopback, cluster-from-sweep (package docstring)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import sys
 from pathlib import Path
 
 from prunex.perfmodel.calibrate import (
+    SWEEP_TIMES,
     CalibrationError,
+    cluster_from_sweep,
     compute_per_sample,
     load_cluster,
     measure_loopback,
@@ -18,9 +20,17 @@ from prunex.perfmodel.project import format_projection, gpu_series, plot_project
 from prunex.perfmodel.validate import format_breakdown, format_table, plot_validation, validate, validate_by_op
 from prunex.perfmodel.workload import Options
 
+SWEEP_TIME_HELP = (
+    "which time per sweep call the links are fitted on: the slowest member's (the sweep's own fit; default) or "
+    "the last-arriving member's (needs a sweep that recorded seconds_last; leaves out the skew with which members "
+    "leave the sweep's barrier)"
+)
+
 
 def _validate(args: argparse.Namespace) -> int:
-    fit = read_fit_table(args.collectives) if args.collectives else None
+    fit = read_fit_table(args.collectives, args.sweep_time) if args.collectives else None
+    if fit is not None:
+        print(f"collective sweep {args.collectives}: fitted on {fit['time_stat'].iloc[0]} times")
     loopback = None
     if args.measure_loopback:
         meas, lfit = measure_loopback(procs=args.loopback_procs)
@@ -85,12 +95,38 @@ def _loopback(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cluster_from_sweep(args: argparse.Namespace) -> int:
+    import json
+
+    fit = read_fit_table(args.collectives, args.sweep_time)
+    procs = args.procs_per_node
+    if procs is None:
+        if "procs_per_node" not in fit.columns:
+            raise CalibrationError(f"{args.collectives}: no procs_per_node column; give --procs-per-node")
+        procs = int(fit["procs_per_node"].iloc[0])
+    out = Path(args.out)
+    name = args.name or out.stem
+    raw = cluster_from_sweep(fit, name=name, procs_per_node=procs, compute_runs=args.compute_from_run,
+                             sweep_source=str(args.collectives))  # fmt: skip
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(raw, indent=2) + "\n")
+    cluster = load_cluster(out)
+    net = cluster.network
+    compute = ", ".join(f"{m} {v * 1e3:.4g} ms" for m, v in cluster.compute_s_per_sample.items()) or "none"
+    print(f"{name}: {procs} processes per node; intra alpha {net.intra.alpha_s * 1e6:.1f} us/step, beta "
+          f"{net.intra.beta / 1e9:.3f} GB/s; inter alpha {net.inter.alpha_s * 1e6:.1f} us/step, beta "
+          f"{net.inter.beta / 1e9:.4f} GB/s; compute per sample: {compute}")  # fmt: skip
+    print(f"wrote {out}; use it with project --cluster {out}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m prunex.perfmodel", description="PruneX analytic performance model")
     sub = p.add_subparsers(dest="cmd", required=True)
     v = sub.add_parser("validate", help="predict logged runs' comm seconds per iteration and compare")
     v.add_argument("--results", required=True, help="searched recursively for runs")
     v.add_argument("--collectives", default=None, help="collective sweep parquet (or its .fit.parquet)")
+    v.add_argument("--sweep-time", choices=SWEEP_TIMES, default="slowest", help=SWEEP_TIME_HELP)
     v.add_argument("--measure-loopback", action="store_true", help="measure the loopback level now (gloo)")
     v.add_argument("--loopback-procs", type=int, default=2)
     v.add_argument("--loopback-alpha-s", type=float, default=None, help="loopback latency per ring step")
@@ -119,9 +155,27 @@ def main(argv: list[str] | None = None) -> int:
     lb = sub.add_parser("loopback", help="measure this machine's loopback level (gloo) and write a fit table")
     lb.add_argument("--procs", type=int, default=2)
     lb.add_argument("--out", default="results/perfmodel/loopback.parquet")
+    cs = sub.add_parser("cluster-from-sweep", help="a cluster file from a collective sweep and measured runs")
+    cs.add_argument("--collectives", required=True, help="collective sweep parquet (or its .fit.parquet)")
+    cs.add_argument(
+        "--compute-from-run",
+        action="append",
+        default=[],
+        metavar="RUN_DIR",
+        help="compute seconds per sample from this run (repeat: the median per model)",
+    )
+    cs.add_argument("--sweep-time", choices=SWEEP_TIMES, default="slowest", help=SWEEP_TIME_HELP)
+    cs.add_argument("--procs-per-node", type=int, default=None, help="default: the sweep's")
+    cs.add_argument("--name", default=None, help="cluster name (default: the file name)")
+    cs.add_argument("--out", required=True, help="the cluster JSON to write")
     args = p.parse_args(argv)
     try:
-        return {"validate": _validate, "project": _project, "loopback": _loopback}[args.cmd](args)
+        return {
+            "validate": _validate,
+            "project": _project,
+            "loopback": _loopback,
+            "cluster-from-sweep": _cluster_from_sweep,
+        }[args.cmd](args)
     except (CalibrationError, ValueError, OSError) as e:
         print(f"prunex.perfmodel: {e}", file=sys.stderr)
         return 2

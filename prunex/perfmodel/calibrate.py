@@ -13,6 +13,9 @@
 - :func:`compute_per_sample`: compute seconds per training sample of a run (steps.parquet
   ``compute_s`` over the samples one rank trains per iteration).
 - :func:`load_cluster`: a cluster description file (schema in `prunex.perfmodel`).
+- :func:`cluster_from_sweep`: a cluster description of a measured (mini) cluster: its links from a
+  collective sweep's fit table, compute seconds per sample from runs, memory bandwidth and per-op
+  overhead measured on this machine (:func:`measure_device`).
 """
 
 from __future__ import annotations
@@ -90,27 +93,43 @@ def fit_link(sizes: Sequence[float], seconds: Sequence[float], op: str = "allred
 FIT_COLUMNS = ("level", "op", "alpha_s", "beta_bytes_per_s", "members")
 
 
-def read_fit_table(path: str | Path):
+SWEEP_TIMES = ("last", "slowest")
+
+
+def read_fit_table(path: str | Path, time: str = "slowest"):
     """The fit table of a collective sweep: ``path`` itself when it has the fit columns, else its
     ``.fit.parquet`` sibling (`prunex.bench.collectives.fit_path`), else a fit of its measurement
-    rows (level, op, size_bytes, seconds, members)."""
+    rows (level, op, size_bytes, seconds, members).
+
+    ``time="last"``: refit the measurement rows on ``seconds_last`` (per call the last-arriving member's
+    time, median over calls) with the sweep's own weighting (`prunex.bench.collectives.fit_table`), the
+    statistic that matches validation's wait-free time; falls back to the sweep's fit (slowest member)
+    when the table has no ``seconds_last``. The returned table's ``time_stat`` column says which was used.
+    """
     import pandas as pd
 
+    if time not in SWEEP_TIMES:
+        raise CalibrationError(f"unknown sweep time {time!r}; known: {', '.join(SWEEP_TIMES)}")
     path = Path(path)
     if not path.exists():
         raise CalibrationError(f"{path}: no such file")
     df = pd.read_parquet(path)
+    if time == "last" and "seconds_last" in df.columns:
+        from prunex.bench.collectives import fit_table
+
+        fit = fit_table(df.assign(seconds=df["seconds_last"]))
+        return fit.assign(time_stat="last arriver")
     if all(c in df.columns for c in FIT_COLUMNS):
-        return df
+        return df.assign(time_stat="slowest member")
     sibling = path.with_name(path.name.removesuffix(".parquet") + ".fit.parquet")
     if sibling.exists():
         fit = pd.read_parquet(sibling)
         if all(c in fit.columns for c in FIT_COLUMNS):
-            return fit
+            return fit.assign(time_stat="slowest member")
     needed = ("level", "op", "size_bytes", "seconds", "members")
     if not all(c in df.columns for c in needed):
         raise CalibrationError(f"{path}: neither a fit table nor a measurement table of the collective sweep")
-    return fit_measurements(df)
+    return fit_measurements(df).assign(time_stat="slowest member")
 
 
 def fit_measurements(df, weighting: str = "relative", broadcast_algo: str = "ring"):
@@ -297,6 +316,10 @@ def _value(node: Any, what: str, notes: list[str]) -> float:
     return float(node)
 
 
+def _optional_link(raw: dict[str, Any], key: str, notes: list[str]) -> Link | None:
+    return _link(raw[key], key, notes) if key in raw else None
+
+
 def _link(node: dict[str, Any], what: str, notes: list[str]) -> Link:
     alpha = _value(node["alpha_s"], f"{what}.alpha_s", notes)
     if "beta_bytes_per_s" in node:
@@ -332,7 +355,9 @@ def load_cluster(name_or_path: str | Path) -> Cluster:
         compute = {m: _value(v, f"compute_s_per_sample.{m}", notes)
                    for m, v in raw.get("compute_s_per_sample", {}).items()}  # fmt: skip
         datasets = {**DATASET_SIZES, **{k: int(v) for k, v in raw.get("datasets", {}).items()}}
-        net = Network(intra, inter, broadcast_algo=raw.get("broadcast_algo", "ring"))
+        net = Network(intra, inter, _optional_link(raw, "intra_broadcast", notes),
+                      _optional_link(raw, "inter_broadcast", notes), _optional_link(raw, "flat", notes),
+                      broadcast_algo=raw.get("broadcast_algo", "ring"))  # fmt: skip
         gpn = int(_value(raw["gpus_per_node"], "gpus_per_node", notes))
     except KeyError as e:
         raise CalibrationError(f"{path}: missing key {e}") from None
@@ -340,3 +365,94 @@ def load_cluster(name_or_path: str | Path) -> Cluster:
         raise CalibrationError(f"{path}: {e}") from None
     notes += [str(a) for a in raw.get("notes", [])]
     return Cluster(raw.get("name", path.stem), gpn, net, mem, launch, compute, datasets, notes, str(path))
+
+
+# -------------------------------------------------------------------------------- cluster from a sweep
+def measure_device(size_bytes: int = 64 << 20, repeats: int = 5, ops: int = 2000) -> tuple[float, float]:
+    """(memory bytes/s, seconds per small tensor op) of this machine's CPU, as torch sees it: the best of
+    ``repeats`` copies of a ``size_bytes`` float32 tensor (read + write = 2 x size bytes), and the mean
+    time of ``ops`` in-place additions on a 1-element tensor (the per-op overhead that plays the role of
+    a GPU's kernel launch)."""
+    import torch
+
+    src = torch.ones(size_bytes // 4)
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    best = math.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        dst.copy_(src)
+        best = min(best, time.perf_counter() - t0)
+    tiny = torch.zeros(1)
+    t0 = time.perf_counter()
+    for _ in range(ops):
+        tiny.add_(1.0)
+    per_op = (time.perf_counter() - t0) / ops
+    return 2.0 * size_bytes / best, per_op
+
+
+def _measured(value: float, source: str) -> dict[str, Any]:
+    return {"value": float(value), "status": "measured", "source": source}
+
+
+def cluster_from_sweep(fit, *, name: str, procs_per_node: int, compute_runs: Sequence[str | Path] = (),
+                       sweep_source: str = "", device: tuple[float, float] | None = None,
+                       broadcast_algo: str = "tree") -> dict[str, Any]:  # fmt: skip
+    """A cluster description (the JSON schema of `prunex.perfmodel`) of the cluster a collective sweep ran on.
+
+    - ``intra``/``inter``/``flat``: the allreduce fits of each level, ``intra_broadcast``/``inter_broadcast``
+      the broadcast fits, alpha per ring step (= the fit's per-call alpha / `formulas.ring_steps`), so the
+      same numbers price any group size;
+    - ``compute_s_per_sample``: per model, the median over ``compute_runs`` of
+      :func:`compute_per_sample` (each run named in the source);
+    - ``device``: ``device`` = (memory bytes/s, per-op seconds), else :func:`measure_device` now.
+    """
+    links = links_from_fit_table(fit, broadcast_algo)
+    src = sweep_source or "collective sweep"
+
+    def entry(level: str, op: str) -> dict[str, Any] | None:
+        link = links.get((level, op))
+        if link is None:
+            return None
+        row = fit[(fit["level"] == level) & (fit["op"] == op)].iloc[0]
+        stat = f", {row['time_stat']} times" if "time_stat" in fit.columns else ""
+        where = f"{src}: {level} {op} fit over {int(row['members'])} members{stat}"
+        return {"alpha_s": _measured(link.alpha_s, f"{where}, per-call alpha / ring steps"),
+                "beta_bytes_per_s": _measured(link.beta, f"{where}, bus bandwidth")}  # fmt: skip
+
+    intra, inter = entry("intra", "allreduce"), entry("inter", "allreduce")
+    if intra is None or inter is None:
+        raise CalibrationError(f"{src}: needs intra and inter allreduce fits (have: "
+                               f"{', '.join(f'{a}/{b}' for a, b in links) or 'none'})")  # fmt: skip
+    per_model: dict[str, list[tuple[float, str]]] = {}
+    for run in compute_runs:
+        run = Path(run)
+        config = json.loads((run / "config.json").read_text())
+        per_model.setdefault(str(config["model"]), []).append((compute_per_sample(run), str(run)))
+    compute = {}
+    for model, vals in per_model.items():
+        values = [v for v, _ in vals]
+        listed = ", ".join(f"{r} {v * 1e3:.4g} ms" for v, r in vals)
+        compute[model] = _measured(statistics.median(values), f"median of compute_s per training sample (steps."
+                                   f"parquet, iteration 0 left out) of {len(vals)} run(s): {listed}")  # fmt: skip
+    mem, per_op = device if device is not None else measure_device()
+    host = socket.gethostname()
+    out: dict[str, Any] = {
+        "name": name,
+        "description": f"generated by `python -m prunex.perfmodel cluster-from-sweep` from {src}",
+        "gpus_per_node": _measured(procs_per_node, "processes per node of the sweep"),
+        "intra": intra, "inter": inter,
+        "broadcast_algo": broadcast_algo,
+        "device": {"memory_bytes_per_s": _measured(mem, f"torch copy of a 64 MB tensor on {host}"),
+                   "memory_efficiency": 1.0,
+                   "kernel_launch_s": _measured(per_op, f"per small torch op on {host}")},
+        "compute_s_per_sample": compute,
+        "notes": ["gloo broadcasts with a binomial tree (broadcast_algo tree)",
+                  "flat collectives that span nodes use the flat group's own fit"],
+    }  # fmt: skip
+    for key, level, op in (("flat", "flat", "allreduce"), ("intra_broadcast", "intra", "broadcast"),
+                           ("inter_broadcast", "inter", "broadcast")):  # fmt: skip
+        e = entry(level, op)
+        if e is not None:
+            out[key] = e
+    return out

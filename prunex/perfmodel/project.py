@@ -21,11 +21,10 @@ from prunex.perfmodel.workload import Device, Options, epoch_cost, kept_from_kee
 PAPER_SPEEDUP = {"hsadmm": 6.75, "ddp": 5.81, "topk": 3.71}
 PAPER_BASE_GPUS, PAPER_GPUS = 8, 64
 PROJECTION_COLUMNS = [
-    "model", "method", "gpus", "nodes", "procs_per_node", "shard", "steps_per_epoch", "epoch_s", "compute_s",
-    "compress_s", "comm_s", "hidden_s", "intra_allreduce_s", "inter_allreduce_s", "flat_allreduce_s",
-    "broadcast_s", "allgather_s", "mask_sync_s", "barrier_s", "inter_bytes", "intra_bytes", "iteration_s",
-    "iteration_comm_s",
-    "speedup", "ideal_speedup", "efficiency_pct", "paper_speedup",
+    "cluster", "dataset", "model", "method", "gpus", "nodes", "procs_per_node", "shard", "steps_per_epoch",
+    "epoch_s", "compute_s", "compress_s", "comm_s", "hidden_s", "intra_allreduce_s", "inter_allreduce_s",
+    "flat_allreduce_s", "broadcast_s", "allgather_s", "mask_sync_s", "barrier_s", "inter_bytes", "intra_bytes",
+    "iteration_s", "iteration_comm_s", "speedup", "ideal_speedup", "efficiency_pct", "paper_speedup",
 ]  # fmt: skip
 
 
@@ -78,7 +77,8 @@ def project(cluster: Cluster, model: str = "resnet152", dataset: str = "cifar10"
             if base_t is None:
                 base_t = e["epoch_s"]
             speedup = base_t / e["epoch_s"]
-            rows.append({**e, "model": model, "method": method, "speedup": speedup, "ideal_speedup": n / base_n,
+            rows.append({**e, "cluster": cluster.name, "dataset": dataset, "model": model, "method": method,
+                         "speedup": speedup, "ideal_speedup": n / base_n,
                          "efficiency_pct": 100.0 * speedup / (n / base_n),
                          "paper_speedup": PAPER_SPEEDUP.get(method, math.nan)
                          if (base_n, n) == (PAPER_BASE_GPUS, PAPER_GPUS) else math.nan})  # fmt: skip
