@@ -7,6 +7,12 @@ iteration / epochs of the shard completed by then (both from rank 0), so runs of
 lengths and partial runs compare fairly; the global problem is the same at every count (strong
 scaling). Speedup(N) = t(N0) / t(N) with N0 the method's smallest count; efficiency = speedup /
 (N / N0). Several runs at one count (seeds) are averaged.
+
+Model curves: when `RESULTS/perfmodel/projection_*.csv` tables exist (written by
+`python -m prunex.perfmodel project ... --out RESULTS/perfmodel`), the rows of the measured models
+and methods are drawn on the same axes as dashed lines labelled "model", their speedup taken
+relative to the measured base count (source column: `measured` or `model (<cluster>)`). Only the
+table is read: analysis never runs the model itself.
 """
 
 from __future__ import annotations
@@ -18,15 +24,86 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis import style
-from analysis.common import Experiment, FigureResult, FigureSpec, cli, facet_axes, render
+from analysis.common import Experiment, FigureResult, FigureSpec, LogError, cli, facet_axes, render
 
 SCALING_COLUMNS = [
     "model", "method", "gpus", "nodes", "procs_per_node", "n_runs", "run_id", "time_per_epoch_s", "base_gpus",
-    "speedup", "ideal_speedup", "efficiency_pct",
+    "speedup", "ideal_speedup", "efficiency_pct", "source",
 ]  # fmt: skip
+MEASURED = "measured"
+MODEL_CAPTION = ("Model curves, where present, keep the cluster file's compute seconds per sample at every count "
+                 "(a core or GPU per process); where processes share cores, as on the local profile's mini "
+                 "cluster, the measured points include that sharing.")  # fmt: skip
+MODEL_DIR = "perfmodel"
+PROJECTION_NEEDS = ("cluster", "model", "method", "gpus", "nodes", "procs_per_node", "epoch_s")
+MODEL_HINT = ("python -m prunex.perfmodel cluster-from-sweep ... then python -m prunex.perfmodel project "
+              "--cluster FILE --model M --dataset D --gpus ... --out RESULTS/perfmodel")  # fmt: skip
+
+
+def measured_only(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows measured from logs (not model curves)."""
+    return df[df["source"] == MEASURED] if "source" in df.columns else df
+
+
+def read_projections(results: Path) -> list[tuple[Path, pd.DataFrame]]:
+    """Every projection table under RESULTS/perfmodel (LogError naming a corrupt or foreign one)."""
+    found = []
+    for path in sorted((Path(results) / MODEL_DIR).glob("projection_*.csv")):
+        try:
+            df = pd.read_csv(path)
+        except (OSError, ValueError) as e:
+            raise LogError(f"{path}: not a readable csv file ({type(e).__name__}: {e})") from None
+        missing = [c for c in PROJECTION_NEEDS if c not in df.columns]
+        if missing:
+            raise LogError(f"{path}: not a prunex.perfmodel projection table, missing columns {missing}")
+        found.append((path, df))
+    return found
+
+
+def model_rows(exp: Experiment, measured: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """Model curves of the measured (model, method) pairs from the projection tables (module docstring)."""
+    tables = read_projections(exp.results)
+    pairs = set(zip(measured["model"], measured["method"], strict=True))
+    rows, used = [], []
+    for path, df in tables:
+        for (cluster, model, method), g in df.groupby(["cluster", "model", "method"]):
+            if (model, method) not in pairs:
+                continue
+            g = g.sort_values("gpus")
+            meas = measured[(measured["model"] == model) & (measured["method"] == method)]
+            base = int(meas["base_gpus"].iloc[0])
+            if base not in set(g["gpus"]):
+                base = int(g["gpus"].min())
+            t0 = float(g[g["gpus"] == base]["epoch_s"].iloc[0])
+            for r in g.itertuples():
+                speedup = t0 / float(r.epoch_s)
+                rows.append({"model": model, "method": method, "gpus": int(r.gpus), "nodes": int(r.nodes),
+                             "procs_per_node": int(r.procs_per_node), "n_runs": 0, "run_id": path.name,
+                             "time_per_epoch_s": float(r.epoch_s), "base_gpus": base, "speedup": speedup,
+                             "ideal_speedup": r.gpus / base, "efficiency_pct": 100.0 * speedup * base / r.gpus,
+                             "source": f"model ({cluster})"})  # fmt: skip
+            used.append(f"{path.name} ({cluster})")
+    notes = []
+    if used:
+        notes.append("model curves (dashed, labelled 'model'): the analytic alpha-beta model of prunex.perfmodel "
+                     f"read from {', '.join(dict.fromkeys(used))} under {exp.results / MODEL_DIR}; points are "
+                     "measured")  # fmt: skip
+    else:
+        notes.append(f"no model curves: no projection table for these models under {exp.results / MODEL_DIR} "
+                     f"(make one with: {MODEL_HINT})")  # fmt: skip
+    return pd.DataFrame(rows, columns=SCALING_COLUMNS), notes
 
 
 def scaling_table(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
+    measured, notes = measured_table(exp)
+    if measured.empty:
+        return measured, notes
+    model, model_notes = model_rows(exp, measured)
+    frames = [measured] + ([model] if len(model) else [])
+    return pd.concat(frames, ignore_index=True)[SCALING_COLUMNS], notes + model_notes
+
+
+def measured_table(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
     rows, notes = [], []
     for run in exp.runs:
         steps = run.table("steps")
@@ -62,6 +139,7 @@ def scaling_table(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
     agg["speedup"] = t0 / agg["time_per_epoch_s"]
     agg["ideal_speedup"] = agg["gpus"] / base
     agg["efficiency_pct"] = 100.0 * agg["speedup"] / agg["ideal_speedup"]
+    agg["source"] = MEASURED
     for (model, method), g in agg.groupby(["model", "method"]):
         if len(g) < 2:
             notes.append(f"{method} on {model} has runs at one count only ({int(g['gpus'].iloc[0])}): no speedup")
@@ -83,12 +161,18 @@ def draw_scaling(df: pd.DataFrame, exp: Experiment, y: str, ylabel: str, ideal: 
     fig, axes = facet_axes(len(models), width=5.5, height=4.0)
     for ax, model in zip(axes, models, strict=True):
         sub = df[df["model"] == model]
-        for method, g in sorted(sub.groupby("method"), key=lambda kv: style.method_sort_key(str(kv[0]))):
+        meas = measured_only(sub)
+        for method, g in sorted(meas.groupby("method"), key=lambda kv: style.method_sort_key(str(kv[0]))):
             ax.plot(g["gpus"], g[y], marker="o", lw=1.8, color=style.method_color(str(method)),
-                    label=style.method_label(str(method)))  # fmt: skip
+                    label=f"{style.method_label(str(method))} (measured)")  # fmt: skip
+        curves = sub[sub["source"] != MEASURED]
+        for (method, source), g in sorted(curves.groupby(["method", "source"]),
+                                          key=lambda kv: style.method_sort_key(str(kv[0][0]))):  # fmt: skip
+            ax.plot(g["gpus"], g[y], marker="x", ms=6, lw=1.4, ls="--", color=style.method_color(str(method)),
+                    label=f"{style.method_label(str(method))} {source}")  # fmt: skip
         if ideal == "speedup":
             g = sub.drop_duplicates("gpus").sort_values("gpus")
-            ax.plot(g["gpus"], g["ideal_speedup"], color=style.TARGET_COLOR, ls=":", label="ideal (linear)")
+            ax.plot(g["gpus"], g["gpus"] / g["base_gpus"], color=style.TARGET_COLOR, ls=":", label="ideal (linear)")
         elif ideal == "efficiency":
             ax.axhline(100, color=style.TARGET_COLOR, ls=":", label="ideal (100%)")
         ticks = sorted(sub["gpus"].unique())
@@ -99,7 +183,7 @@ def draw_scaling(df: pd.DataFrame, exp: Experiment, y: str, ylabel: str, ideal: 
         ax.set_ylabel(ylabel)
         ax.set_ylim(bottom=0)
         ax.set_title(style.model_label(model))
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=7 if len(curves) else 8)
     return fig
 
 
@@ -112,12 +196,29 @@ def _draw(df: pd.DataFrame, exp: Experiment) -> Figure:
 
 def scaling_summary(df: pd.DataFrame, col: str, unit_text: str) -> str:
     parts = []
-    for (model, method), g in df.groupby(["model", "method"], sort=False):
+    for (model, method), g in measured_only(df).groupby(["model", "method"], sort=False):
         g = g.sort_values("gpus")
         last = g.iloc[-1]
         parts.append(f"{style.method_label(str(method))} ({model}) {last[col]:.3g}{unit_text} at "
                      f"{int(last['gpus'])} vs {int(last['base_gpus'])}")  # fmt: skip
     return "; ".join(parts)
+
+
+def model_summary(df: pd.DataFrame, col: str, unit_text: str) -> str:
+    """The model curves' values at each method's largest measured count ('' without curves)."""
+    curves = df[df["source"] != MEASURED]
+    measured = measured_only(df)
+    out = ""
+    for source, sub in curves.groupby("source", sort=False):
+        parts = []
+        for (model, method), g in sub.groupby(["model", "method"], sort=False):
+            top = int(measured[(measured["model"] == model) & (measured["method"] == method)]["gpus"].max())
+            at = g[g["gpus"] == top]
+            if len(at):
+                parts.append(f"{style.method_label(str(method))} {at[col].iloc[0]:.3g}{unit_text} at {top}")
+        if parts:
+            out += f"; {source}: " + ", ".join(parts)
+    return out
 
 
 SPEC = FigureSpec(
@@ -127,9 +228,9 @@ SPEC = FigureSpec(
     columns=SCALING_COLUMNS,
     compute=scaling_table,
     draw=_draw,
-    summary=lambda df: "speedup: " + scaling_summary(df, "speedup", "x"),
+    summary=lambda df: "speedup: " + scaling_summary(df, "speedup", "x") + model_summary(df, "speedup", "x"),
     caption_extra="Time per epoch = training wall time / epochs completed (rank 0). Speedup relative to each "
-    "method's smallest count; the paper's baseline is 8 GPUs (2 nodes), its largest count 64.",
+    "method's smallest count; the paper's baseline is 8 GPUs (2 nodes), its largest count 64. " + MODEL_CAPTION,
     methods=("hsadmm", "ddp", "topk"),
 )
 

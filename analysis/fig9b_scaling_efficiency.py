@@ -2,7 +2,8 @@
 
     python -m analysis.fig9b_scaling_efficiency --results results --out figures
 
-Same data as Fig. 9a (analysis.fig9a_scaling_speedup.scaling_table): efficiency = speedup / (N / N0).
+Same data as Fig. 9a (analysis.fig9a_scaling_speedup.scaling_table): efficiency = speedup / (N / N0),
+measured points and, where RESULTS/perfmodel has a projection table, the model's curves.
 """
 
 from __future__ import annotations
@@ -14,7 +15,15 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis.common import Experiment, FigureResult, FigureSpec, cli, render
-from analysis.fig9a_scaling_speedup import SCALING_COLUMNS, draw_scaling, scaling_summary, scaling_table, unit
+from analysis.fig9a_scaling_speedup import (
+    MODEL_CAPTION,
+    SCALING_COLUMNS,
+    draw_scaling,
+    model_summary,
+    scaling_summary,
+    scaling_table,
+    unit,
+)
 
 
 def _draw(df: pd.DataFrame, exp: Experiment) -> Figure:
@@ -31,8 +40,11 @@ SPEC = FigureSpec(
     columns=SCALING_COLUMNS,
     compute=scaling_table,
     draw=_draw,
-    summary=lambda df: "efficiency: " + scaling_summary(df, "efficiency_pct", "%"),
-    caption_extra="Efficiency = speedup / (N / N0), N0 = each method's smallest count; the paper's N0 is 8 GPUs.",
+    summary=lambda df: (
+        "efficiency: " + scaling_summary(df, "efficiency_pct", "%") + model_summary(df, "efficiency_pct", "%")
+    ),
+    caption_extra="Efficiency = speedup / (N / N0), N0 = each method's smallest count; the paper's N0 is 8 GPUs. "
+    + MODEL_CAPTION,
     methods=("hsadmm", "ddp", "topk"),
 )
 

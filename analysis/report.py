@@ -13,6 +13,11 @@ with a one-line reading). Verdicts:
 - `not measurable in this profile`: the logs exist but cannot measure the claim (e.g. a 64-GPU
   speedup from a 4-process run, ResNet-152 accuracy from a ResNet-20 run);
 - `no logs`: the experiment directory has no runs; `error`: a log file is corrupt (exit code 1).
+
+Model projections: when `RESULTS/perfmodel/projection_*.csv` tables (`python -m prunex.perfmodel
+project`) cover the paper's 8 -> 64 GPU series, REPORT.md gets a separate section (and
+`OUT/projections.csv`) setting the *projected* speedups and efficiencies beside the paper's Fig. 9
+numbers, with verdicts that say they are a model's, never a measurement's; claims.csv is unchanged.
 """
 
 from __future__ import annotations
@@ -211,7 +216,7 @@ PAPER_COUNTS = (8, 64)
 
 
 def m_scaling(c: Claim, logs: Logs) -> Measurement:
-    df = logs.data(fig9a_scaling_speedup.SPEC)
+    df = fig9a_scaling_speedup.measured_only(logs.data(fig9a_scaling_speedup.SPEC))
     sub = df[df["method"] == c.method]
     if sub.empty:
         return Measurement(missing=f"no {c.method} runs in strong_scaling")
@@ -236,7 +241,7 @@ def m_scaling(c: Claim, logs: Logs) -> Measurement:
 
 
 def m_scaling_ordering(c: Claim, logs: Logs) -> Measurement:
-    df = logs.data(fig9a_scaling_speedup.SPEC)
+    df = fig9a_scaling_speedup.measured_only(logs.data(fig9a_scaling_speedup.SPEC))
     order = ["hsadmm", "ddp", "topk"]
     for model in sorted(df["model"].unique()):
         sub = df[(df["model"] == model) & df["method"].isin(order)]
@@ -661,6 +666,60 @@ def figure_section(logs: Logs, out: Path) -> tuple[list[str], bool]:
     return lines, error
 
 
+PROJECTION_AGREES = "model agrees (projection, not a measurement)"
+PROJECTION_DISAGREES = "model disagrees (projection, not a measurement)"
+PROJECTION_COLUMNS = [
+    "claim_id", "claim", "paper_value", "unit", "projected_value", "ratio", "tolerance", "verdict", "cluster",
+    "model", "dataset", "source",
+]  # fmt: skip
+
+
+def projection_table(results: Path) -> pd.DataFrame:
+    """The paper's Fig. 9 claims against every projection table under RESULTS/perfmodel that has the
+    paper's 8 and 64 GPU counts (module docstring)."""
+    lo, hi = PAPER_COUNTS
+    rows = []
+    scaling = [c for c in CLAIMS if c.measure == "scaling"]
+    for path, df in fig9a_scaling_speedup.read_projections(results):
+        for (cluster, model), g in df.groupby(["cluster", "model"], sort=False):
+            t = g.set_index(["method", "gpus"])["epoch_s"]
+            for c in scaling:
+                if (c.method, lo) not in t.index or (c.method, hi) not in t.index:
+                    continue
+                speedup = float(t[(c.method, lo)] / t[(c.method, hi)])
+                value = speedup if c.arg == "speedup" else 100 * speedup / (hi / lo)
+                rows.append({"claim_id": c.id, "claim": c.text, "paper_value": c.paper_value, "unit": c.unit,
+                             "projected_value": value, "ratio": value / c.paper_value, "tolerance": tolerance_text(c),
+                             "verdict": PROJECTION_AGREES if within(c, value) else PROJECTION_DISAGREES,
+                             "cluster": cluster, "model": model,
+                             "dataset": str(g["dataset"].iloc[0]) if "dataset" in g.columns else "",
+                             "source": str(path)})  # fmt: skip
+    return pd.DataFrame(rows, columns=PROJECTION_COLUMNS)
+
+
+def projection_section(results: Path, out: Path) -> list[str]:
+    """REPORT.md lines for the model projections of Fig. 9 (none when there is no projection table)."""
+    table = projection_table(results)
+    if table.empty:
+        return []
+    table.to_csv(out / "projections.csv", index=False)
+    lo, hi = PAPER_COUNTS
+    md = ["", f"## Model projections of Fig. 9 ({lo} -> {hi} GPUs): not measurements", "",
+          "These numbers are **predictions of the analytic alpha-beta model** (`prunex.perfmodel`) on a described "
+          "cluster, read from the projection tables below; nothing here ran on that cluster. The cluster file's "
+          "link and compute parameters are datasheet values, assumptions and estimates (each listed with its "
+          "status by `python -m prunex.perfmodel project`), and the model is validated only on the mini cluster "
+          "(README, Performance model). Also in `projections.csv`.", "",
+          "| claim | paper | projected | ratio | tolerance | verdict | cluster, model, dataset | table |",
+          "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r in table.to_dict("records"):
+        unit = f" {r['unit']}" if r["unit"] else ""
+        md.append(f"| `{r['claim_id']}`: {_cell(r['claim'])} | {_num(r['paper_value'])}{unit} | "
+                  f"{_num(r['projected_value'])}{unit} | {_num(r['ratio'])} | {r['tolerance']} | **{r['verdict']}** | "
+                  f"{r['cluster']}, {r['model']}, {r['dataset']} | `{Path(r['source']).name}` |")  # fmt: skip
+    return md
+
+
 def write_report(results: Path, out: Path) -> tuple[pd.DataFrame, bool]:
     """Write claims.csv and REPORT.md; returns the claims table and whether a log file was unreadable."""
     results, out = Path(results), Path(out)
@@ -702,6 +761,7 @@ def write_report(results: Path, out: Path) -> tuple[pd.DataFrame, bool]:
         meas += unit if meas not in ("", "never") else ""
         md.append(f"| `{r['claim_id']}`: {_cell(r['claim'])} ({r['source']}) | {paper} | {meas} | {_num(r['ratio'])} | "
                   f"{r['tolerance']} | **{r['verdict']}** | {r['compared']} | {_cell(r['detail'])} |")  # fmt: skip
+    md += projection_section(results, out)
     md += ["", "## Where the paper contradicts itself", ""]
     for k in CONTRADICTIONS:
         md.append(f"- **{k.id}**: {k.first} *vs* {k.second}. {k.consequence[0].upper()}{k.consequence[1:]}.")

@@ -278,3 +278,78 @@ def test_cli_and_no_torch_import(tmp_path: Path) -> None:
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith(f"error: fig8_latency_breakdown: {run / 'comm.parquet'}: not a readable parquet file")
+
+
+def _projection(path: Path, cluster: str, model: str, gpus_epoch_s: dict[str, dict[int, float]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = [{"cluster": cluster, "dataset": "digits", "model": model, "method": m, "gpus": n, "nodes": max(1, n // 2),
+             "procs_per_node": min(n, 2), "epoch_s": t, "speedup": float("nan")}
+            for m, series in gpus_epoch_s.items() for n, t in series.items()]  # fmt: skip
+    pd.DataFrame(rows).to_csv(path, index=False)
+
+
+def test_fig9_overlays_model_curves_from_a_projection_table(tmp_path: Path) -> None:
+    from analysis import fig9a_scaling_speedup, fig9b_scaling_efficiency
+
+    results, out = tmp_path / "results", tmp_path / "figures"
+    for method, speedups in SCALING_SPEEDUP.items():
+        for gpus, s in speedups.items():
+            write_run(results, "strong_scaling", method, nodes=gpus // 2, procs=2, iterations=4, iter_s=50.0 / s,
+                      epochs_per_iter=0.5)  # fmt: skip
+    without = render(fig9a_scaling_speedup.SPEC, results, out)
+    assert set(without.data["source"]) == {"measured"}
+    assert any(n.startswith("no model curves") for n in without.notes)
+    # model: hsadmm 10 s at 1 process (not measured), 8 s at 2, 4 s at 4, 2.5 s at 8; a resnet152 table is ignored
+    _projection(
+        results / "perfmodel" / "projection_mc_resnet20.csv",
+        "mc",
+        "resnet20",
+        {"hsadmm": {1: 10.0, 2: 8.0, 4: 4.0, 8: 2.5}, "ddp": {2: 6.0, 4: 4.0}},
+    )
+    _projection(results / "perfmodel" / "projection_puhti_resnet152.csv", "puhti", "resnet152", {"ddp": {8: 1.0}})
+    res = render(fig9a_scaling_speedup.SPEC, results, out)
+    df = res.data
+    model = df[df["source"] == "model (mc)"].set_index(["method", "gpus"])
+    assert model.loc[("hsadmm", 2), "speedup"] == pytest.approx(1.0)  # rebased to the measured base count
+    assert model.loc[("hsadmm", 8), "speedup"] == pytest.approx(8.0 / 2.5)
+    assert model.loc[("hsadmm", 1), "speedup"] == pytest.approx(0.8)
+    assert model.loc[("ddp", 4), "efficiency_pct"] == pytest.approx(100 * 1.5 / 2)
+    assert set(df["model"]) == {"resnet20"}  # the resnet152 projection has no measured counterpart
+    measured = df[df["source"] == "measured"]
+    assert len(measured) == sum(len(v) for v in SCALING_SPEEDUP.values())
+    assert any("model curves" in n and "projection_mc_resnet20.csv" in n for n in res.notes)
+    assert res.summary.endswith("; model (mc): PruneX (H-SADMM) 3.2x at 8")  # ddp: no model value at 8
+    assert list(pd.read_csv(out / "fig9a_scaling_speedup.csv")["source"].unique()) == ["measured", "model (mc)"]
+    eff = render(fig9b_scaling_efficiency.SPEC, results, out)
+    model_eff = eff.data[eff.data["source"] == "model (mc)"].set_index(["method", "gpus"])["efficiency_pct"]
+    assert model_eff[("hsadmm", 2)] == pytest.approx(100.0) and model_eff[("hsadmm", 8)] == pytest.approx(80.0)
+    # the report's scaling claims read the measured rows only
+    table, _ = report.write_report(results, out)
+    assert (
+        "speedups hsadmm 3.60x, ddp 3.00x, topk 2.00x" in table.set_index("claim_id").loc["scaling_ordering", "detail"]
+    )
+
+
+def test_report_sets_projected_speedups_beside_the_paper(tmp_path: Path) -> None:
+    results, out = tmp_path / "results", tmp_path / "figures"
+    write_run(results, "strong_scaling", "ddp", iterations=2)
+    table, _ = report.write_report(results, out)
+    assert "Model projections" not in (out / "REPORT.md").read_text()
+    # hsadmm 6.75x exactly, ddp 4.0x (outside +-15% of 5.81x), topk 3.71x
+    _projection(
+        results / "perfmodel" / "projection_puhti_resnet152.csv",
+        "puhti",
+        "resnet152",
+        {"hsadmm": {8: 67.5, 64: 10.0}, "ddp": {8: 40.0, 64: 10.0}, "topk": {8: 37.1, 64: 10.0}},
+    )
+    report.write_report(results, out)
+    text = (out / "REPORT.md").read_text()
+    assert "## Model projections of Fig. 9 (8 -> 64 GPUs): not measurements" in text
+    proj = pd.read_csv(out / "projections.csv").set_index("claim_id")
+    assert proj.loc["scaling_prunex_speedup", "projected_value"] == pytest.approx(6.75)
+    assert proj.loc["scaling_prunex_speedup", "verdict"] == report.PROJECTION_AGREES
+    assert proj.loc["scaling_ddp_speedup", "verdict"] == report.PROJECTION_DISAGREES
+    assert proj.loc["scaling_prunex_efficiency", "projected_value"] == pytest.approx(100 * 6.75 / 8)
+    assert set(proj["cluster"]) == {"puhti"} and "projection, not a measurement" in text
+    claims = pd.read_csv(out / "claims.csv").set_index("claim_id")  # the measured claims are untouched
+    assert claims.loc["scaling_prunex_speedup", "verdict"] == report.NOT_MEASURABLE
