@@ -158,7 +158,8 @@ def unit(exp: Experiment) -> str:
 
 def draw_scaling(df: pd.DataFrame, exp: Experiment, y: str, ylabel: str, ideal: str | None) -> Figure:
     models = sorted(df["model"].unique(), key=style.model_sort_key)
-    fig, axes = facet_axes(len(models), width=5.5, height=4.0)
+    with_curves = bool((df["source"] != MEASURED).any())
+    fig, axes = facet_axes(len(models), width=8.5 if with_curves else 5.5, height=4.0)  # room for the legend
     for ax, model in zip(axes, models, strict=True):
         sub = df[df["model"] == model]
         meas = measured_only(sub)
@@ -183,7 +184,10 @@ def draw_scaling(df: pd.DataFrame, exp: Experiment, y: str, ylabel: str, ideal: 
         ax.set_ylabel(ylabel)
         ax.set_ylim(bottom=0)
         ax.set_title(style.model_label(model))
-        ax.legend(fontsize=7 if len(curves) else 8)
+        if len(curves):  # measured and model entries: beside the axes, clear of the points
+            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        else:
+            ax.legend(fontsize=8)
     return fig
 
 
