@@ -59,6 +59,7 @@ run_tests() {
   fi
   say "ruff"
   "$PY" -m ruff check .
+  "$PY" -m ruff format --check .
   say "pytest"
   set +e
   "$PY" -m pytest -q "$@"

@@ -30,8 +30,18 @@ from prunex.log import COMM_COLUMNS, DONE, RANK_STEP_COLUMNS, STEPS_COLUMNS, Log
 
 RESIDUAL_COLUMNS = ["run_id", "iteration", "rank", "node", "layer", "level", "primal", "dual", "rho"]
 MASK_COLUMNS = [
-    "run_id", "iteration", "layer", "kind", "node", "kept_out", "total_out", "kept_in", "total_in", "density", "drift",
-]  # fmt: skip
+    "run_id",
+    "iteration",
+    "layer",
+    "kind",
+    "node",
+    "kept_out",
+    "total_out",
+    "kept_in",
+    "total_in",
+    "density",
+    "drift",
+]
 WIRE_COLUMNS = ["run_id", "iteration", "node", "tx_bytes", "rx_bytes"]
 FINAL_MASK_COLUMNS = ["run_id", "layer", "out_keep", "in_keep"]
 TABLE_COLUMNS: dict[str, list[str]] = {
@@ -213,8 +223,13 @@ class Run:
         for col in ("inter_bytes", "intra_bytes"):
             steps[col] = steps[col].fillna(0.0) if col in steps else 0.0
         steps = steps.reset_index()
-        static = {"run_id": self.run_id, "method": self.method, "model": self.model, "dataset": self.dataset,
-                  "link_model": self.link_model}  # fmt: skip
+        static = {
+            "run_id": self.run_id,
+            "method": self.method,
+            "model": self.model,
+            "dataset": self.dataset,
+            "link_model": self.link_model,
+        }
         for k, v in static.items():
             steps[k] = v
         return steps[STEPS_COLUMNS].sort_values("iteration", ignore_index=True)
@@ -345,8 +360,16 @@ def placeholder(spec: FigureSpec, out: Path, message: str, notes: list[str]) -> 
     fig, ax = plt.subplots(figsize=(7, 2.6))
     ax.axis("off")
     ax.set_title(spec.title)
-    ax.text(0.5, 0.5, textwrap.fill(message, 70), ha="center", va="center", fontsize=11, color="#b00000",
-            transform=ax.transAxes)  # fmt: skip
+    ax.text(
+        0.5,
+        0.5,
+        textwrap.fill(message, 70),
+        ha="center",
+        va="center",
+        fontsize=11,
+        color="#b00000",
+        transform=ax.transAxes,
+    )
     add_caption(fig, [f"Note: {n}" for n in notes if n != message])
     png, pdf = _save(fig, out, spec.name)
     csv = out / f"{spec.name}.csv"
@@ -412,8 +435,9 @@ def facet_axes(n: int, width: float = 5.0, height: float = 3.6, sharey: bool = F
     """n side-by-side axes (at most 3 per row)."""
     cols = min(n, 3)
     rows = math.ceil(n / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False, sharey=sharey,
-                             layout="constrained")  # fmt: skip
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(width * cols, height * rows), squeeze=False, sharey=sharey, layout="constrained"
+    )
     flat = list(axes.flat)
     for ax in flat[n:]:
         ax.remove()

@@ -104,8 +104,9 @@ def draw(df: pd.DataFrame, exp: Experiment) -> Figure:
         for rank, g in sub.groupby("rank"):
             node = int(g["node"].iloc[0])
             who = f"rank {rank}" if level == "intra" else f"node {node} (leader rank {rank})"
-            ax.plot(g["iteration"], g["primal"].clip(lower=1e-12), marker="o", ms=2.5, lw=1.3, color=colors[rank],
-                    label=who)  # fmt: skip
+            ax.plot(
+                g["iteration"], g["primal"].clip(lower=1e-12), marker="o", ms=2.5, lw=1.3, color=colors[rank], label=who
+            )
         ax.set_yscale("log")
         ax.set_xlabel("H-SADMM outer iteration")
         sym = r"$\|\theta_{ij} - z_i\|_F$" if level == "intra" else r"$\|z_i - z\|_F$"

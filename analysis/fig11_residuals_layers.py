@@ -39,9 +39,12 @@ def compute(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
         weights = res
     total = (
         weights.assign(sq=weights["primal"] ** 2)
-        .groupby(["layer", "iteration"])["sq"].sum().pow(0.5)
-        .rename("total_primal").reset_index()
-    )  # fmt: skip
+        .groupby(["layer", "iteration"])["sq"]
+        .sum()
+        .pow(0.5)
+        .rename("total_primal")
+        .reset_index()
+    )
     peak = total.groupby("layer")["total_primal"].max().sort_values(ascending=False)
     top = list(peak.index[:TOP])
     out = total[total["layer"].isin(top)].copy()
@@ -59,8 +62,15 @@ def draw(df: pd.DataFrame, exp: Experiment) -> Figure:
     for i, layer in enumerate(layers):
         g = df[df["layer"] == layer].sort_values("iteration")
         color = style.FC_LAYER_COLOR if layer == fc else others[i]
-        ax.plot(g["iteration"], g["total_primal"].clip(lower=1e-12), marker="o", ms=3, lw=1.6, color=color,
-                label=f"#{int(g['top_rank'].iloc[0])} {layer.removesuffix('.weight')}")  # fmt: skip
+        ax.plot(
+            g["iteration"],
+            g["total_primal"].clip(lower=1e-12),
+            marker="o",
+            ms=3,
+            lw=1.6,
+            color=color,
+            label=f"#{int(g['top_rank'].iloc[0])} {layer.removesuffix('.weight')}",
+        )
     ax.set_yscale("log")
     ax.set_xlabel("H-SADMM outer iteration")
     ax.set_ylabel("total primal residual (Frobenius norm)")

@@ -40,12 +40,20 @@ def compute(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
         if masks is not None and len(masks):
             glob = masks[masks["kind"] == "global"]
             density = float(glob[glob["iteration"] == glob["iteration"].max()]["density"].mean())
-        rows.append({"run_id": run.run_id, "model": run.model, "dataset": run.dataset,
-                     "channel_keep": float(admm.get("channel_keep", float("nan"))),
-                     "filter_keep": float(admm.get("filter_keep", 1.0)),
-                     "pruning_ratio_pct": 100.0 * (1.0 - float(admm.get("channel_keep", float("nan")))),
-                     "final_test_acc_pct": acc, "mean_density": density,
-                     "iterations": int(steps["iteration"].max()) + 1, "partial": not run.done})  # fmt: skip
+        rows.append(
+            {
+                "run_id": run.run_id,
+                "model": run.model,
+                "dataset": run.dataset,
+                "channel_keep": float(admm.get("channel_keep", float("nan"))),
+                "filter_keep": float(admm.get("filter_keep", 1.0)),
+                "pruning_ratio_pct": 100.0 * (1.0 - float(admm.get("channel_keep", float("nan")))),
+                "final_test_acc_pct": acc,
+                "mean_density": density,
+                "iterations": int(steps["iteration"].max()) + 1,
+                "partial": not run.done,
+            }
+        )
     df = pd.DataFrame(rows, columns=SPEC.columns)
     if len(df) and (df["filter_keep"] < 1).any():
         notes.append("some runs also prune filters (filter_keep < 1); the x axis is the channel pruning ratio")
@@ -63,8 +71,15 @@ def draw(df: pd.DataFrame, exp: Experiment) -> Figure:
         done, part = g[~g["partial"].astype(bool)], g[g["partial"].astype(bool)]
         ax.plot(done["pruning_ratio_pct"], done["final_test_acc_pct"], "o", color=color, ms=6)
         if len(part):
-            ax.plot(part["pruning_ratio_pct"], part["final_test_acc_pct"], "o", mfc="white", color=color, ms=6,
-                    label=f"{style.model_label(model)}: partial run")  # fmt: skip
+            ax.plot(
+                part["pruning_ratio_pct"],
+                part["final_test_acc_pct"],
+                "o",
+                mfc="white",
+                color=color,
+                ms=6,
+                label=f"{style.model_label(model)}: partial run",
+            )
     ax.axvspan(HYPER_SPARSE_PCT, 100, color="#f2f2f2", zorder=0, label=f"hyper-sparse (> {HYPER_SPARSE_PCT:g}%)")
     ax.set_xlim(-2, 100)
     ax.set_xlabel("channel pruning ratio = 1 - channel keep rate (%)")
@@ -79,10 +94,13 @@ def summary(df: pd.DataFrame) -> str:
     for model, g in df.groupby("model"):
         g = g.sort_values("pruning_ratio_pct")
         base = g[g["pruning_ratio_pct"].abs() < 1e-6]["final_test_acc_pct"]
-        pts = ", ".join(f"{p:.0f}%: {a:.1f}" for p, a in zip(g["pruning_ratio_pct"], g["final_test_acc_pct"],
-                                                              strict=True))  # fmt: skip
-        parts.append(f"{style.model_label(str(model))} accuracy by pruning ratio: {pts}"
-                     + ("" if len(base) else " (no unpruned run)"))  # fmt: skip
+        pts = ", ".join(
+            f"{p:.0f}%: {a:.1f}" for p, a in zip(g["pruning_ratio_pct"], g["final_test_acc_pct"], strict=True)
+        )
+        parts.append(
+            f"{style.model_label(str(model))} accuracy by pruning ratio: {pts}"
+            + ("" if len(base) else " (no unpruned run)")
+        )
     return "; ".join(parts)
 
 
@@ -101,7 +119,7 @@ SPEC = FigureSpec(
         "mean_density",
         "iterations",
         "partial",
-    ],  # fmt: skip
+    ],
     compute=compute,
     draw=draw,
     summary=summary,

@@ -37,8 +37,16 @@ def _pick_run(exp: Experiment) -> Run | None:
     def kept(r: Run) -> float:
         return float(r.admm.get("channel_keep", 1.0)) * float(r.admm.get("filter_keep", 1.0))
 
-    return max(runs, key=lambda r: (r.table("final_masks") is not None, r.model == "resnet152",
-                                    -abs(kept(r) - 0.25), r.done, r.run_id))  # fmt: skip
+    return max(
+        runs,
+        key=lambda r: (
+            r.table("final_masks") is not None,
+            r.model == "resnet152",
+            -abs(kept(r) - 0.25),
+            r.done,
+            r.run_id,
+        ),
+    )
 
 
 def _vector(text: object, path: Path, layer: str) -> np.ndarray:
@@ -52,8 +60,10 @@ def _masks(run: Run) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], bool]:
     final = run.table("final_masks")
     if final is not None and len(final):
         path = run.path / "final_masks.parquet"
-        return {str(r.layer): (_vector(r.out_keep, path, r.layer), _vector(r.in_keep, path, r.layer))
-                for r in final.itertuples()}, False  # fmt: skip
+        return {
+            str(r.layer): (_vector(r.out_keep, path, r.layer), _vector(r.in_keep, path, r.layer))
+            for r in final.itertuples()
+        }, False
     masks = run.table("masks")
     assert masks is not None
     glob = masks[masks["kind"] == "global"]
@@ -95,8 +105,10 @@ def compute(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
     for layer in layers:
         o, i = masks[layer]
         for axis, vec in (("out", o), ("in", i)):
-            rows.extend({"run_id": run.run_id, "layer": layer, "axis": axis, "index": k, "kept": int(v),
-                         "schematic": schematic} for k, v in enumerate(vec))  # fmt: skip
+            rows.extend(
+                {"run_id": run.run_id, "layer": layer, "axis": axis, "index": k, "kept": int(v), "schematic": schematic}
+                for k, v in enumerate(vec)
+            )
     keep = run.admm.get("channel_keep", float("nan"))
     notes.append(f"{run.run_id}: channel keep {keep}, filter keep {run.admm.get('filter_keep', 1.0)}")
     return pd.DataFrame(rows, columns=SPEC.columns), notes
@@ -111,8 +123,11 @@ def draw(df: pd.DataFrame, exp: Experiment) -> Figure:
         i = sub[sub["axis"] == "in"].sort_values("index")["kept"].to_numpy()
         img = np.outer(o, i)
         ax.imshow(img, cmap="gray_r", vmin=0, vmax=1, interpolation="nearest", aspect="auto")
-        ax.set_title(f"{layer.removesuffix('.weight')}\n{o.sum()}/{len(o)} filters x {i.sum()}/{len(i)} channels, "
-                     f"density {100 * img.mean():.0f}%", fontsize=9)  # fmt: skip
+        ax.set_title(
+            f"{layer.removesuffix('.weight')}\n{o.sum()}/{len(o)} filters x {i.sum()}/{len(i)} channels, "
+            f"density {100 * img.mean():.0f}%",
+            fontsize=9,
+        )
         ax.set_xlabel("input channel")
         ax.set_ylabel("output filter")
         ax.grid(False)

@@ -28,8 +28,17 @@ from analysis.common import (
 )
 
 CURVE_COLUMNS = [
-    "run_id", "method", "model", "dataset", "gpus", "iteration", "epoch", "wall_min", "cum_inter_gb", "test_acc_pct",
-]  # fmt: skip
+    "run_id",
+    "method",
+    "model",
+    "dataset",
+    "gpus",
+    "iteration",
+    "epoch",
+    "wall_min",
+    "cum_inter_gb",
+    "test_acc_pct",
+]
 
 
 def accuracy_curves(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
@@ -46,12 +55,22 @@ def accuracy_curves(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
         if ev.empty:
             notes.append(f"{run.run_id} has no evaluated iteration yet: left out")
             continue
-        frames.append(pd.DataFrame({
-            "run_id": run.run_id, "method": run.method, "model": run.model, "dataset": run.dataset,
-            "gpus": run.world_size, "iteration": ev["iteration"].to_numpy(), "epoch": ev["epoch"].to_numpy(),
-            "wall_min": ev["wall_s"].to_numpy() / 60.0, "cum_inter_gb": ev["cum_inter_gb"].to_numpy(),
-            "test_acc_pct": ev["test_acc"].to_numpy() * 100.0,
-        }))  # fmt: skip
+        frames.append(
+            pd.DataFrame(
+                {
+                    "run_id": run.run_id,
+                    "method": run.method,
+                    "model": run.model,
+                    "dataset": run.dataset,
+                    "gpus": run.world_size,
+                    "iteration": ev["iteration"].to_numpy(),
+                    "epoch": ev["epoch"].to_numpy(),
+                    "wall_min": ev["wall_s"].to_numpy() / 60.0,
+                    "cum_inter_gb": ev["cum_inter_gb"].to_numpy(),
+                    "test_acc_pct": ev["test_acc"].to_numpy() * 100.0,
+                }
+            )
+        )
     df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=CURVE_COLUMNS)
     return df, notes
 
@@ -75,9 +94,16 @@ def draw_curves(df: pd.DataFrame, exp: Experiment, x: str, xlabel: str) -> Figur
         for run_id in sorted(methods.index, key=lambda r: (style.method_sort_key(methods[r]), r)):
             g = sub[sub["run_id"] == run_id].sort_values(x)
             run = exp.run(run_id)
-            ax.plot(g[x], g["test_acc_pct"], marker="o", ms=3, lw=1.6, color=style.method_color(run.method),
-                    ls="-" if run.done else "--", label=run_label(run, bool(dup[run_id])) + ("" if run.done
-                    else " (partial)"))  # fmt: skip
+            ax.plot(
+                g[x],
+                g["test_acc_pct"],
+                marker="o",
+                ms=3,
+                lw=1.6,
+                color=style.method_color(run.method),
+                ls="-" if run.done else "--",
+                label=run_label(run, bool(dup[run_id])) + ("" if run.done else " (partial)"),
+            )
         ax.axhline(TARGET_ACC_PCT, color=style.TARGET_COLOR, ls=":", lw=1.2, label=f"{TARGET_ACC_PCT:g}% target")
         ax.set_xlabel(xlabel)
         ax.set_ylabel("test accuracy (%)")
@@ -125,7 +151,7 @@ SPEC = FigureSpec(
         "wall_min",
         "test_acc_pct",
         "target_acc_pct",
-    ],  # fmt: skip
+    ],
     compute=_compute,
     draw=_draw,
     summary=lambda df: summary_line(df, "wall_min", "min"),

@@ -45,7 +45,7 @@ SPEC = FigureSpec(
         "cum_inter_gb",
         "test_acc_pct",
         "target_acc_pct",
-    ],  # fmt: skip
+    ],
     compute=_compute,
     draw=_draw,
     summary=lambda df: summary_line(df, "cum_inter_gb", "GB"),

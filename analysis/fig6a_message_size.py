@@ -45,13 +45,29 @@ def compute(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
             notes.append(f"{run.run_id}: no inter-node AllReduce logged (one node?), left out")
             continue
         for it, b in per_iter.items():
-            rows.append({"run_id": run.run_id, "method": "hsadmm", "model": run.model, "series": COMPRESSED,
-                         "iteration": int(it), "message_mb": b / 1e6})  # fmt: skip
+            rows.append(
+                {
+                    "run_id": run.run_id,
+                    "method": "hsadmm",
+                    "model": run.model,
+                    "series": COMPRESSED,
+                    "iteration": int(it),
+                    "message_mb": b / 1e6,
+                }
+            )
         if run.model in dense:
             ddp_id, mb = dense[run.model]
             for it in per_iter.index:
-                rows.append({"run_id": ddp_id, "method": "ddp", "model": run.model, "series": DENSE,
-                             "iteration": int(it), "message_mb": mb})  # fmt: skip
+                rows.append(
+                    {
+                        "run_id": ddp_id,
+                        "method": "ddp",
+                        "model": run.model,
+                        "series": DENSE,
+                        "iteration": int(it),
+                        "message_mb": mb,
+                    }
+                )
         else:
             notes.append(f"no DDP run for {run.model}: the dense reference is missing")
     others = sorted({r.method for r in exp.runs} - {"ddp", "hsadmm"})
@@ -68,14 +84,29 @@ def draw(df: pd.DataFrame, exp: Experiment) -> Figure:
         for (series, _), g in sub.groupby(["series", "run_id"], sort=False):
             method = g["method"].iloc[0]
             is_dense = series == DENSE
-            ax.plot(g["iteration"], g["message_mb"], color=style.method_color(method), ls="--" if is_dense else "-",
-                    marker=None if is_dense else "o", ms=3, lw=1.6,
-                    label=f"{style.method_label(method)}: {series.split(' (')[0]}")  # fmt: skip
+            ax.plot(
+                g["iteration"],
+                g["message_mb"],
+                color=style.method_color(method),
+                ls="--" if is_dense else "-",
+                marker=None if is_dense else "o",
+                ms=3,
+                lw=1.6,
+                label=f"{style.method_label(method)}: {series.split(' (')[0]}",
+            )
         ratio = _final_ratio(sub)
         if ratio == ratio:
-            ax.text(0.98, 0.04, f"last iteration: {ratio:.0f}% of dense", transform=ax.transAxes, ha="right",
-                    va="bottom", fontsize=9, color=style.method_color("hsadmm"),
-                    bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8})  # fmt: skip
+            ax.text(
+                0.98,
+                0.04,
+                f"last iteration: {ratio:.0f}% of dense",
+                transform=ax.transAxes,
+                ha="right",
+                va="bottom",
+                fontsize=9,
+                color=style.method_color("hsadmm"),
+                bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8},
+            )
         ax.set_ylim(bottom=0)
         ax.set_xlabel("H-SADMM outer iteration")
         ax.set_ylabel("inter-node message per iteration (MB)")
@@ -101,8 +132,10 @@ def summary(df: pd.DataFrame) -> str:
         d = f"{dense['message_mb'].iloc[0]:.3g} MB dense" if len(dense) else "no dense reference"
         first, last = comp["message_mb"].iloc[0], comp["message_mb"].iloc[-1]
         r = _final_ratio(sub)
-        parts.append(f"{style.model_label(str(model))}: {first:.3g} -> {last:.3g} MB per iteration ({d}"
-                     + (f", {fmt(r)}%)" if np.isfinite(r) else ")"))  # fmt: skip
+        parts.append(
+            f"{style.model_label(str(model))}: {first:.3g} -> {last:.3g} MB per iteration ({d}"
+            + (f", {fmt(r)}%)" if np.isfinite(r) else ")")
+        )
     return "; ".join(parts)
 
 

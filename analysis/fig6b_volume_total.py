@@ -31,12 +31,28 @@ def compute(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
         if steps is None or steps.empty:
             notes.append(f"{run.run_id} has no steps yet: left out")
             continue
-        per_run.append({"model": run.model, "method": run.method, "source": ESTIMATE, "run_id": run.run_id,
-                        "inter_gb": float(steps["inter_bytes"].sum()) / 1e9, "partial": not run.done})  # fmt: skip
+        per_run.append(
+            {
+                "model": run.model,
+                "method": run.method,
+                "source": ESTIMATE,
+                "run_id": run.run_id,
+                "inter_gb": float(steps["inter_bytes"].sum()) / 1e9,
+                "partial": not run.done,
+            }
+        )
         wire = run.table("wire")
         if wire is not None and len(wire):
-            per_run.append({"model": run.model, "method": run.method, "source": WIRE, "run_id": run.run_id,
-                            "inter_gb": float(wire["tx_bytes"].sum()) / 1e9, "partial": not run.done})  # fmt: skip
+            per_run.append(
+                {
+                    "model": run.model,
+                    "method": run.method,
+                    "source": WIRE,
+                    "run_id": run.run_id,
+                    "inter_gb": float(wire["tx_bytes"].sum()) / 1e9,
+                    "partial": not run.done,
+                }
+            )
         if not run.done:
             notes.append(f"{run.run_id} is partial: its total covers only its finished iterations")
     if not per_run:
@@ -50,17 +66,18 @@ def compute(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
             run_id=("run_id", "first"),
             run_ids=("run_id", lambda s: " ".join(s)),
             partial=("partial", "any"),
-        )  # fmt: skip
+        )
         .reset_index()
     )
     if (agg["n_runs"] > 1).any():
         notes.append("several runs per model and method: bars show their mean")
     dense = agg[(agg["method"] == "ddp") & (agg["source"] == ESTIMATE)].set_index("model")["inter_gb"]
     agg["reduction_vs_ddp_pct"] = [
-        100.0 * (1.0 - gb / dense[m]) if m in dense.index and dense[m] > 0 and meth != "ddp" and src == ESTIMATE
+        100.0 * (1.0 - gb / dense[m])
+        if m in dense.index and dense[m] > 0 and meth != "ddp" and src == ESTIMATE
         else np.nan
         for m, meth, src, gb in zip(agg["model"], agg["method"], agg["source"], agg["inter_gb"], strict=True)
-    ]  # fmt: skip
+    ]
     if (agg["inter_gb"] == 0).all():
         notes.append("no inter-node traffic at all: every run is on one node")
     for m in sorted(set(agg["model"]) - set(dense.index)):
@@ -98,14 +115,29 @@ def draw(df: pd.DataFrame, exp: Experiment) -> Figure:
         for b, h, r, model in zip(bars, hs, reds, ms, strict=True):
             text = f"{h:.3g}" + (f"\n(-{r:.0f}%)" if r == r else "")
             top = max(h, float(wire_gb.get(model, 0.0)))  # above the wire marker, not on it
-            ax.annotate(text, (b.get_x() + b.get_width() / 2, top), xytext=(0, 5), textcoords="offset points",
-                        ha="center", va="bottom", fontsize=8)  # fmt: skip
+            ax.annotate(
+                text,
+                (b.get_x() + b.get_width() / 2, top),
+                xytext=(0, 5),
+                textcoords="offset points",
+                ha="center",
+                va="bottom",
+                fontsize=8,
+            )
         for _, w in wire.iterrows():
             if w["model"] in models:
                 x = models.index(w["model"]) - 0.4 + width * (j + 0.5)
-                ax.plot([x], [w["inter_gb"]], marker="D", color="black", ms=5, ls="none",
-                        label="kernel-counted (wire tx)" if "kernel-counted (wire tx)" not in
-                        ax.get_legend_handles_labels()[1] else None)  # fmt: skip
+                ax.plot(
+                    [x],
+                    [w["inter_gb"]],
+                    marker="D",
+                    color="black",
+                    ms=5,
+                    ls="none",
+                    label="kernel-counted (wire tx)"
+                    if "kernel-counted (wire tx)" not in ax.get_legend_handles_labels()[1]
+                    else None,
+                )
     ax.set_xticks(range(len(models)), [style.model_label(m) for m in models])
     ax.set_ylabel("total inter-node volume (GB)")
     ax.set_xlabel("model")
@@ -119,8 +151,9 @@ def summary(df: pd.DataFrame) -> str:
     est = df[df["source"] == ESTIMATE]
     parts = []
     for model, sub in est.groupby("model", sort=False):
-        vals = ", ".join(f"{style.method_label(m)} {gb:.3g} GB" for m, gb in zip(sub["method"], sub["inter_gb"],
-                                                                                   strict=True))  # fmt: skip
+        vals = ", ".join(
+            f"{style.method_label(m)} {gb:.3g} GB" for m, gb in zip(sub["method"], sub["inter_gb"], strict=True)
+        )
         red = sub["reduction_vs_ddp_pct"].dropna()
         parts.append(f"{style.model_label(str(model))}: {vals}" + (f" (-{red.iloc[0]:.1f}%)" if len(red) else ""))
     return "; ".join(parts)
@@ -140,7 +173,7 @@ SPEC = FigureSpec(
         "run_id",
         "run_ids",
         "partial",
-    ],  # fmt: skip
+    ],
     compute=compute,
     draw=draw,
     summary=summary,

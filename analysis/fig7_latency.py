@@ -36,10 +36,18 @@ def compute(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
             barrier = comm[comm["op"] == "barrier"].groupby(["iteration", "rank"])["seconds"].sum()
             ranks = comm["rank"].nunique()
             wait = (barrier.groupby("iteration").sum() / ranks).reindex(wait.index, fill_value=0.0)
-        frames.append(pd.DataFrame({"run_id": run.run_id, "method": run.method, "model": run.model,
-                                    "iteration": steps["iteration"].to_numpy(),
-                                    "comm_s": steps["comm_s"].to_numpy() - wait.to_numpy(),
-                                    "wait_s": wait.to_numpy()}))  # fmt: skip
+        frames.append(
+            pd.DataFrame(
+                {
+                    "run_id": run.run_id,
+                    "method": run.method,
+                    "model": run.model,
+                    "iteration": steps["iteration"].to_numpy(),
+                    "comm_s": steps["comm_s"].to_numpy() - wait.to_numpy(),
+                    "wait_s": wait.to_numpy(),
+                }
+            )
+        )
     df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=SPEC.columns)
     return df, notes
 
@@ -55,8 +63,14 @@ def draw(df: pd.DataFrame, exp: Experiment) -> Figure:
     for run_id, g in df.groupby("run_id", sort=False):
         m = g["method"].iloc[0]
         run = exp.run(str(run_id))
-        ax.plot(g["iteration"], g["comm_s"], lw=1.2, color=style.method_color(m), ls="-" if run.done else "--",
-                label=f"{style.method_label(m)} (median {med[m]:.3g} s)")  # fmt: skip
+        ax.plot(
+            g["iteration"],
+            g["comm_s"],
+            lw=1.2,
+            color=style.method_color(m),
+            ls="-" if run.done else "--",
+            label=f"{style.method_label(m)} (median {med[m]:.3g} s)",
+        )
     data = [df[df["method"] == m]["comm_s"].to_numpy() for m in methods]
     box = bx.boxplot(data, patch_artist=True, showfliers=True, widths=0.6)
     for patch, m in zip(box["boxes"], methods, strict=True):
@@ -81,8 +95,9 @@ def draw(df: pd.DataFrame, exp: Experiment) -> Figure:
 
 def summary(df: pd.DataFrame) -> str:
     med = medians(df)
-    text = "median per iteration: " + ", ".join(f"{style.method_label(m)} {med[m]:.3g} s" for m in
-                                                  sorted(med.index, key=style.method_sort_key))  # fmt: skip
+    text = "median per iteration: " + ", ".join(
+        f"{style.method_label(m)} {med[m]:.3g} s" for m in sorted(med.index, key=style.method_sort_key)
+    )
     if "ddp" in med and "hsadmm" in med and med["hsadmm"] > 0:
         text += f"; DDP / PruneX = {med['ddp'] / med['hsadmm']:.2f}x"
     return text

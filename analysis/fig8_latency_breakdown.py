@@ -66,11 +66,19 @@ def compute(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
         mean = per_rank.mean(axis=0)  # over ranks, followers included
         total, three = float(mean.sum()), float(mean[PAPER_THREE].sum())
         for cat in CATEGORIES:
-            rows.append({"source": "measured", "run_id": run.run_id, "model": run.model, "category": cat,
-                         "seconds_per_rank": float(mean[cat]),
-                         "share_pct": 100.0 * float(mean[cat]) / total if total > 0 else float("nan"),
-                         "share_of_three_pct": 100.0 * float(mean[cat]) / three if cat in PAPER_THREE and three > 0
-                         else float("nan")})  # fmt: skip
+            rows.append(
+                {
+                    "source": "measured",
+                    "run_id": run.run_id,
+                    "model": run.model,
+                    "category": cat,
+                    "seconds_per_rank": float(mean[cat]),
+                    "share_pct": 100.0 * float(mean[cat]) / total if total > 0 else float("nan"),
+                    "share_of_three_pct": 100.0 * float(mean[cat]) / three
+                    if cat in PAPER_THREE and three > 0
+                    else float("nan"),
+                }
+            )
         if run.nodes < 2:
             notes.append(f"{run.run_id} runs on one node: its 'inter-node' collectives have one member, no link")
     if rows:
@@ -109,8 +117,14 @@ def draw(df: pd.DataFrame, exp: Experiment) -> Figure:
     ax.set_xlabel("share of communication time, mean over ranks (%)")
     handles, labels = ax.get_legend_handles_labels()
     uniq = dict(zip(labels, handles, strict=True))
-    ax.legend(uniq.values(), uniq.keys(), fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(bars) < 3
-              else -0.2), ncol=4)  # fmt: skip
+    ax.legend(
+        uniq.values(),
+        uniq.keys(),
+        fontsize=8,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.35 if len(bars) < 3 else -0.2),
+        ncol=4,
+    )
     ax.set_title("Fig. 8: breakdown of communication latency (PruneX)")
     return fig
 

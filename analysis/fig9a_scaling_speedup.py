@@ -27,17 +27,32 @@ from analysis import style
 from analysis.common import Experiment, FigureResult, FigureSpec, LogError, cli, facet_axes, render
 
 SCALING_COLUMNS = [
-    "model", "method", "gpus", "nodes", "procs_per_node", "n_runs", "run_id", "time_per_epoch_s", "base_gpus",
-    "speedup", "ideal_speedup", "efficiency_pct", "source",
-]  # fmt: skip
+    "model",
+    "method",
+    "gpus",
+    "nodes",
+    "procs_per_node",
+    "n_runs",
+    "run_id",
+    "time_per_epoch_s",
+    "base_gpus",
+    "speedup",
+    "ideal_speedup",
+    "efficiency_pct",
+    "source",
+]
 MEASURED = "measured"
-MODEL_CAPTION = ("Model curves, where present, keep the cluster file's compute seconds per sample at every count "
-                 "(a core or GPU per process); where processes share cores, as on the local profile's mini "
-                 "cluster, the measured points include that sharing.")  # fmt: skip
+MODEL_CAPTION = (
+    "Model curves, where present, keep the cluster file's compute seconds per sample at every count "
+    "(a core or GPU per process); where processes share cores, as on the local profile's mini "
+    "cluster, the measured points include that sharing."
+)
 MODEL_DIR = "perfmodel"
 PROJECTION_NEEDS = ("cluster", "model", "method", "gpus", "nodes", "procs_per_node", "epoch_s")
-MODEL_HINT = ("python -m prunex.perfmodel cluster-from-sweep ... then python -m prunex.perfmodel project "
-              "--cluster FILE --model M --dataset D --gpus ... --out RESULTS/perfmodel")  # fmt: skip
+MODEL_HINT = (
+    "python -m prunex.perfmodel cluster-from-sweep ... then python -m prunex.perfmodel project "
+    "--cluster FILE --model M --dataset D --gpus ... --out RESULTS/perfmodel"
+)
 
 
 def measured_only(df: pd.DataFrame) -> pd.DataFrame:
@@ -77,20 +92,36 @@ def model_rows(exp: Experiment, measured: pd.DataFrame) -> tuple[pd.DataFrame, l
             t0 = float(g[g["gpus"] == base]["epoch_s"].iloc[0])
             for r in g.itertuples():
                 speedup = t0 / float(r.epoch_s)
-                rows.append({"model": model, "method": method, "gpus": int(r.gpus), "nodes": int(r.nodes),
-                             "procs_per_node": int(r.procs_per_node), "n_runs": 0, "run_id": path.name,
-                             "time_per_epoch_s": float(r.epoch_s), "base_gpus": base, "speedup": speedup,
-                             "ideal_speedup": r.gpus / base, "efficiency_pct": 100.0 * speedup * base / r.gpus,
-                             "source": f"model ({cluster})"})  # fmt: skip
+                rows.append(
+                    {
+                        "model": model,
+                        "method": method,
+                        "gpus": int(r.gpus),
+                        "nodes": int(r.nodes),
+                        "procs_per_node": int(r.procs_per_node),
+                        "n_runs": 0,
+                        "run_id": path.name,
+                        "time_per_epoch_s": float(r.epoch_s),
+                        "base_gpus": base,
+                        "speedup": speedup,
+                        "ideal_speedup": r.gpus / base,
+                        "efficiency_pct": 100.0 * speedup * base / r.gpus,
+                        "source": f"model ({cluster})",
+                    }
+                )
             used.append(f"{path.name} ({cluster})")
     notes = []
     if used:
-        notes.append("model curves (dashed, labelled 'model'): the analytic alpha-beta model of prunex.perfmodel "
-                     f"read from {', '.join(dict.fromkeys(used))} under {exp.results / MODEL_DIR}; points are "
-                     "measured")  # fmt: skip
+        notes.append(
+            "model curves (dashed, labelled 'model'): the analytic alpha-beta model of prunex.perfmodel "
+            f"read from {', '.join(dict.fromkeys(used))} under {exp.results / MODEL_DIR}; points are "
+            "measured"
+        )
     else:
-        notes.append(f"no model curves: no projection table for these models under {exp.results / MODEL_DIR} "
-                     f"(make one with: {MODEL_HINT})")  # fmt: skip
+        notes.append(
+            f"no model curves: no projection table for these models under {exp.results / MODEL_DIR} "
+            f"(make one with: {MODEL_HINT})"
+        )
     return pd.DataFrame(rows, columns=SCALING_COLUMNS), notes
 
 
@@ -114,9 +145,17 @@ def measured_table(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
         if not last["epoch"] > 0:
             notes.append(f"{run.run_id}: no completed epoch fraction logged, left out")
             continue
-        rows.append({"model": run.model, "method": run.method, "gpus": run.world_size, "nodes": run.nodes,
-                     "procs_per_node": run.procs_per_node, "run_id": run.run_id,
-                     "time_per_epoch_s": float(last["wall_s"]) / float(last["epoch"])})  # fmt: skip
+        rows.append(
+            {
+                "model": run.model,
+                "method": run.method,
+                "gpus": run.world_size,
+                "nodes": run.nodes,
+                "procs_per_node": run.procs_per_node,
+                "run_id": run.run_id,
+                "time_per_epoch_s": float(last["wall_s"]) / float(last["epoch"]),
+            }
+        )
         if not run.done:
             notes.append(f"{run.run_id} is partial: its time per epoch comes from its finished iterations")
     if not rows:
@@ -130,7 +169,7 @@ def measured_table(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
             n_runs=("run_id", "size"),
             run_id=("run_id", lambda s: " ".join(s)),
             time_per_epoch_s=("time_per_epoch_s", "mean"),
-        )  # fmt: skip
+        )
         .reset_index()
     )
     base = agg.groupby(["model", "method"])["gpus"].transform("min")
@@ -146,9 +185,16 @@ def measured_table(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
     bases = agg.groupby("method")["base_gpus"].first()
     if bases.nunique() > 1:
         notes.append("methods have different smallest counts: " + ", ".join(f"{m} {b}" for m, b in bases.items()))
-    agg = agg.iloc[sorted(range(len(agg)), key=lambda i: (style.model_sort_key(agg["model"].iloc[i]),
-                                                          style.method_sort_key(agg["method"].iloc[i]),
-                                                          agg["gpus"].iloc[i]))]  # fmt: skip
+    agg = agg.iloc[
+        sorted(
+            range(len(agg)),
+            key=lambda i: (
+                style.model_sort_key(agg["model"].iloc[i]),
+                style.method_sort_key(agg["method"].iloc[i]),
+                agg["gpus"].iloc[i],
+            ),
+        )
+    ]
     return agg[SCALING_COLUMNS].reset_index(drop=True), notes
 
 
@@ -164,13 +210,28 @@ def draw_scaling(df: pd.DataFrame, exp: Experiment, y: str, ylabel: str, ideal: 
         sub = df[df["model"] == model]
         meas = measured_only(sub)
         for method, g in sorted(meas.groupby("method"), key=lambda kv: style.method_sort_key(str(kv[0]))):
-            ax.plot(g["gpus"], g[y], marker="o", lw=1.8, color=style.method_color(str(method)),
-                    label=f"{style.method_label(str(method))} (measured)")  # fmt: skip
+            ax.plot(
+                g["gpus"],
+                g[y],
+                marker="o",
+                lw=1.8,
+                color=style.method_color(str(method)),
+                label=f"{style.method_label(str(method))} (measured)",
+            )
         curves = sub[sub["source"] != MEASURED]
-        for (method, source), g in sorted(curves.groupby(["method", "source"]),
-                                          key=lambda kv: style.method_sort_key(str(kv[0][0]))):  # fmt: skip
-            ax.plot(g["gpus"], g[y], marker="x", ms=6, lw=1.4, ls="--", color=style.method_color(str(method)),
-                    label=f"{style.method_label(str(method))} {source}")  # fmt: skip
+        for (method, source), g in sorted(
+            curves.groupby(["method", "source"]), key=lambda kv: style.method_sort_key(str(kv[0][0]))
+        ):
+            ax.plot(
+                g["gpus"],
+                g[y],
+                marker="x",
+                ms=6,
+                lw=1.4,
+                ls="--",
+                color=style.method_color(str(method)),
+                label=f"{style.method_label(str(method))} {source}",
+            )
         if ideal == "speedup":
             g = sub.drop_duplicates("gpus").sort_values("gpus")
             ax.plot(g["gpus"], g["gpus"] / g["base_gpus"], color=style.TARGET_COLOR, ls=":", label="ideal (linear)")
@@ -203,8 +264,10 @@ def scaling_summary(df: pd.DataFrame, col: str, unit_text: str) -> str:
     for (model, method), g in measured_only(df).groupby(["model", "method"], sort=False):
         g = g.sort_values("gpus")
         last = g.iloc[-1]
-        parts.append(f"{style.method_label(str(method))} ({model}) {last[col]:.3g}{unit_text} at "
-                     f"{int(last['gpus'])} vs {int(last['base_gpus'])}")  # fmt: skip
+        parts.append(
+            f"{style.method_label(str(method))} ({model}) {last[col]:.3g}{unit_text} at "
+            f"{int(last['gpus'])} vs {int(last['base_gpus'])}"
+        )
     return "; ".join(parts)
 
 

@@ -51,19 +51,42 @@ from analysis.claims import CLAIMS, CONTRADICTIONS, PARAM_COUNTS, Claim
 from analysis.common import TARGET_ACC_PCT, Experiment, FigureSpec, LogError, Run, load_experiment
 
 FIGURE_MODULES = [
-    fig5a_time_to_accuracy, fig5b_accuracy_vs_volume, fig6a_message_size, fig6b_volume_total, fig7_latency,
-    fig8_latency_breakdown, fig9a_scaling_speedup, fig9b_scaling_efficiency, fig10_residuals_ranks,
-    fig11_residuals_layers, fig12_pareto, fig13_sparsity_patterns,
-]  # fmt: skip
+    fig5a_time_to_accuracy,
+    fig5b_accuracy_vs_volume,
+    fig6a_message_size,
+    fig6b_volume_total,
+    fig7_latency,
+    fig8_latency_breakdown,
+    fig9a_scaling_speedup,
+    fig9b_scaling_efficiency,
+    fig10_residuals_ranks,
+    fig11_residuals_layers,
+    fig12_pareto,
+    fig13_sparsity_patterns,
+]
 SPECS: list[FigureSpec] = [m.SPEC for m in FIGURE_MODULES]
 EXPERIMENTS = list(dict.fromkeys(s.experiment for s in SPECS))
 
 REPRODUCED, NOT_REPRODUCED = "reproduced", "not reproduced"
 NOT_MEASURABLE, NO_LOGS, ERROR = "not measurable in this profile", "no logs", "error"
 CSV_COLUMNS = [
-    "claim_id", "source", "claim", "paper_value", "unit", "measured_value", "ratio", "tolerance", "verdict",
-    "compared", "detail", "profile", "hardware", "topology", "link_model", "runs",
-]  # fmt: skip
+    "claim_id",
+    "source",
+    "claim",
+    "paper_value",
+    "unit",
+    "measured_value",
+    "ratio",
+    "tolerance",
+    "verdict",
+    "compared",
+    "detail",
+    "profile",
+    "hardware",
+    "topology",
+    "link_model",
+    "runs",
+]
 
 
 class Logs:
@@ -118,8 +141,7 @@ def m_volume_reduction(c: Claim, logs: Logs) -> Measurement:
     models = list(red["model"])
     runs = logs.runs("volume", est[est["model"].isin(models)]["run_ids"])
     per = ", ".join(f"{m} {r:.1f}%" for m, r in zip(red["model"], red["reduction_vs_ddp_pct"], strict=True))
-    return Measurement(float(red["reduction_vs_ddp_pct"].mean()), f"1 - PruneX/DDP total inter-node bytes: {per}",
-                       runs)  # fmt: skip
+    return Measurement(float(red["reduction_vs_ddp_pct"].mean()), f"1 - PruneX/DDP total inter-node bytes: {per}", runs)
 
 
 def m_volume_total(c: Claim, logs: Logs) -> Measurement:
@@ -127,8 +149,11 @@ def m_volume_total(c: Claim, logs: Logs) -> Measurement:
     row = df[(df["source"] == fig6b_volume_total.ESTIMATE) & (df["model"] == c.model) & (df["method"] == c.method)]
     if row.empty:
         return Measurement(missing=f"no {c.method} run of {c.model} in volume (models: {_models_note(df)})")
-    return Measurement(float(row["inter_gb"].iloc[0]), "sum of steps.inter_bytes over iterations / 1e9",
-                       logs.runs("volume", row["run_ids"]))  # fmt: skip
+    return Measurement(
+        float(row["inter_gb"].iloc[0]),
+        "sum of steps.inter_bytes over iterations / 1e9",
+        logs.runs("volume", row["run_ids"]),
+    )
 
 
 def m_dense_message(c: Claim, logs: Logs) -> Measurement:
@@ -139,8 +164,11 @@ def m_dense_message(c: Claim, logs: Logs) -> Measurement:
     runs = logs.runs("volume", dense["run_id"].unique())
     mb = float(dense["message_mb"].iloc[0])
     dtypes = {str((r.config.get("ddp") or {}).get("grad_dtype", "fp32")) for r in runs}
-    return Measurement(mb, f"DDP AllReduce payload per step on rank 0 ({mb / 1.048576:.1f} MiB; gradients "
-                       f"{'/'.join(sorted(dtypes))})", runs)  # fmt: skip
+    return Measurement(
+        mb,
+        f"DDP AllReduce payload per step on rank 0 ({mb / 1.048576:.1f} MiB; gradients {'/'.join(sorted(dtypes))})",
+        runs,
+    )
 
 
 def m_compressed_fraction(c: Claim, logs: Logs) -> Measurement:
@@ -154,12 +182,12 @@ def m_compressed_fraction(c: Claim, logs: Logs) -> Measurement:
             ratios[model] = r
             runs += logs.runs("volume", sub["run_id"].unique())
     if not ratios:
-        return Measurement(missing=f"no hsadmm + ddp pair with inter-node messages in volume (models: "
-                           f"{_models_note(df)})")  # fmt: skip
+        return Measurement(
+            missing=f"no hsadmm + ddp pair with inter-node messages in volume (models: {_models_note(df)})"
+        )
     sub_note = "" if c.model in ratios else f" ({c.model} absent: measured on {', '.join(ratios)})"
     per = ", ".join(f"{m} {v:.1f}%" for m, v in ratios.items())
-    return Measurement(float(np.mean(list(ratios.values()))), f"last compressed message / dense: {per}{sub_note}",
-                       runs)  # fmt: skip
+    return Measurement(float(np.mean(list(ratios.values()))), f"last compressed message / dense: {per}{sub_note}", runs)
 
 
 def _latency_stats(logs: Logs) -> tuple[pd.DataFrame, pd.Series]:
@@ -184,20 +212,26 @@ def m_latency_speedup(c: Claim, logs: Logs) -> Measurement:
     if not {"ddp", "hsadmm"} <= set(med.index):
         return Measurement(missing=f"needs ddp and hsadmm runs in latency (methods: {_models_note(df, 'method')})")
     runs = logs.runs("latency", df[df["method"].isin(["ddp", "hsadmm"])]["run_id"].unique())
-    return Measurement(float(med["ddp"] / med["hsadmm"]) if med["hsadmm"] > 0 else None,
-                       f"median DDP {med['ddp']:.3g} s / median PruneX {med['hsadmm']:.3g} s", runs)  # fmt: skip
+    return Measurement(
+        float(med["ddp"] / med["hsadmm"]) if med["hsadmm"] > 0 else None,
+        f"median DDP {med['ddp']:.3g} s / median PruneX {med['hsadmm']:.3g} s",
+        runs,
+    )
 
 
 def m_latency_flat_worse(c: Claim, logs: Logs) -> Measurement:
     df, med = _latency_stats(logs)
     if not {"flat_admm", "hsadmm"} <= set(med.index):
-        return Measurement(missing=f"needs flat_admm and hsadmm runs in latency (methods: "
-                           f"{_models_note(df, 'method')})")  # fmt: skip
+        return Measurement(
+            missing=f"needs flat_admm and hsadmm runs in latency (methods: {_models_note(df, 'method')})"
+        )
     std = df.groupby("method")["comm_s"].std(ddof=0)
     runs = logs.runs("latency", df[df["method"].isin(["flat_admm", "hsadmm"])]["run_id"].unique())
     ok = bool(med["flat_admm"] > med["hsadmm"] and std["flat_admm"] > std["hsadmm"])
-    text = (f"expected flat above PruneX in median and spread; median {med['flat_admm']:.3g} s (flat) vs "
-            f"{med['hsadmm']:.3g} s (PruneX), std {std['flat_admm']:.3g} vs {std['hsadmm']:.3g} s")  # fmt: skip
+    text = (
+        f"expected flat above PruneX in median and spread; median {med['flat_admm']:.3g} s (flat) vs "
+        f"{med['hsadmm']:.3g} s (PruneX), std {std['flat_admm']:.3g} vs {std['hsadmm']:.3g} s"
+    )
     return Measurement(None, "", runs, ok, text)
 
 
@@ -207,9 +241,12 @@ def m_breakdown_share(c: Claim, logs: Logs) -> Measurement:
     if meas.empty:
         return Measurement(missing="no hsadmm comm table in latency_breakdown")
     runs = logs.runs("latency_breakdown", meas["run_id"].unique())
-    return Measurement(float(meas["share_of_three_pct"].mean()), "seconds per rank averaged over ranks, share among "
-                       "inter AllReduce + intra AllReduce + Broadcast" + (f" (mean of {len(meas)} runs)" if
-                       len(meas) > 1 else ""), runs)  # fmt: skip
+    return Measurement(
+        float(meas["share_of_three_pct"].mean()),
+        "seconds per rank averaged over ranks, share among "
+        "inter AllReduce + intra AllReduce + Broadcast" + (f" (mean of {len(meas)} runs)" if len(meas) > 1 else ""),
+        runs,
+    )
 
 
 PAPER_COUNTS = (8, 64)
@@ -236,8 +273,9 @@ def m_scaling(c: Claim, logs: Logs) -> Measurement:
             f"; available: {s:.2f}x ({100 * s * counts[0] / counts[-1]:.0f}% efficiency) from {counts[0]} to "
             f"{counts[-1]}"
         )
-    return Measurement(missing=f"needs {c.method} runs at {lo} and {hi} GPUs; found {counts} ({model}){have}",
-                       runs=runs)  # fmt: skip
+    return Measurement(
+        missing=f"needs {c.method} runs at {lo} and {hi} GPUs; found {counts} ({model}){have}", runs=runs
+    )
 
 
 def m_scaling_ordering(c: Claim, logs: Logs) -> Measurement:
@@ -308,8 +346,10 @@ def m_tta_window_accuracy(c: Claim, logs: Logs) -> Measurement:
     main = df[df["method"].isin(["hsadmm", "ddp", "topk"])]
     window = float(main.groupby("run_id")["wall_min"].max().min())
     within = main[main["wall_min"] <= window + 1e-9]
-    acc = {m: float(within[within["method"] == m]["test_acc_pct"].max()) if (within["method"] == m).any()
-           else -math.inf for m in set(main["method"])}  # fmt: skip
+    acc = {
+        m: float(within[within["method"] == m]["test_acc_pct"].max()) if (within["method"] == m).any() else -math.inf
+        for m in set(main["method"])
+    }
     runs = logs.runs("time_to_accuracy", main["run_id"].unique())
     value = acc[c.method] if math.isfinite(acc[c.method]) else None
     text = ", ".join(f"{m} {v:.1f}%" if math.isfinite(v) else f"{m} not yet evaluated" for m, v in sorted(acc.items()))
@@ -342,9 +382,11 @@ def m_gb_to_peak(c: Claim, logs: Logs) -> Measurement:
         target = min(TARGET_ACC_PCT, peak)
         px = gb_to("hsadmm", target)
         m.ordering = px < ddp
-        m.ordering_text = (f"expected PruneX to reach {target:.1f}% (the {TARGET_ACC_PCT:g}% target or DDP's peak, "
-                           f"whichever is lower) with less volume than DDP needs to its peak; PruneX "
-                           f"{'never' if math.isinf(px) else f'{px:.3g} GB'}, DDP {ddp:.3g} GB")  # fmt: skip
+        m.ordering_text = (
+            f"expected PruneX to reach {target:.1f}% (the {TARGET_ACC_PCT:g}% target or DDP's peak, "
+            f"whichever is lower) with less volume than DDP needs to its peak; PruneX "
+            f"{'never' if math.isinf(px) else f'{px:.3g} GB'}, DDP {ddp:.3g} GB"
+        )
     return m
 
 
@@ -359,11 +401,18 @@ def m_residual_decay(c: Claim, logs: Logs) -> Measurement:
     runs = logs.runs("residuals", df["run_id"].unique())
     n_iter = int(df["iteration"].nunique())
     if n_iter < MIN_RESIDUAL_ITERATIONS:
-        return Measurement(missing=f"{n_iter} outer iterations: too few to show a decay over decades (needs "
-                           f">= {MIN_RESIDUAL_ITERATIONS})", runs=runs)  # fmt: skip
+        return Measurement(
+            missing=f"{n_iter} outer iterations: too few to show a decay over decades (needs "
+            f">= {MIN_RESIDUAL_ITERATIONS})",
+            runs=runs,
+        )
     layers = ", ".join(sorted({str(k[0]).removesuffix(".weight") for k in d.index}))
-    return Measurement(float(d.min()), f"min over ranks and layers ({layers}) of log10(first / last) intra-node "
-                       f"primal residual over {n_iter} iterations; max {d.max():.2f}", runs)  # fmt: skip
+    return Measurement(
+        float(d.min()),
+        f"min over ranks and layers ({layers}) of log10(first / last) intra-node "
+        f"primal residual over {n_iter} iterations; max {d.max():.2f}",
+        runs,
+    )
 
 
 PAPER_DRIFT_WINDOW = 15  # sec. 4.5: "within the first 5-15 iterations"
@@ -413,8 +462,10 @@ def m_drift_zero(c: Claim, logs: Logs) -> Measurement:
                 runs.append(run)
     if not per_run:
         what = f"; undecided: {', '.join(undecided[:4])}" if undecided else ""
-        return Measurement(missing="no finished hsadmm run whose pruned masks could settle within "
-                           f"{PAPER_DRIFT_WINDOW} iterations{what}")  # fmt: skip
+        return Measurement(
+            missing="no finished hsadmm run whose pruned masks could settle within "
+            f"{PAPER_DRIFT_WINDOW} iterations{what}"
+        )
     worst = max(v for _, v, _ in per_run)
     detail = "; ".join(f"{r}: {'never' if v == math.inf else int(v)} ({w})" for r, v, w in per_run[:6])
     if len(per_run) > 6:
@@ -437,8 +488,9 @@ def m_pareto_accuracy(c: Claim, logs: Logs) -> Measurement:
     acc = _acc_at(df, float(c.arg or 0))  # type: ignore[arg-type]
     if acc is None:
         have = logs.data(fig12_pareto.SPEC)
-        return Measurement(missing=f"no {c.model} run at {100 * float(c.arg or 0):g}% pruning in pareto (models: "
-                           f"{_models_note(have)})")  # fmt: skip
+        return Measurement(
+            missing=f"no {c.model} run at {100 * float(c.arg or 0):g}% pruning in pareto (models: {_models_note(have)})"
+        )
     return Measurement(acc, "final test accuracy", logs.runs("pareto", df["run_id"]))
 
 
@@ -476,19 +528,32 @@ def m_pareto_shape(c: Claim, logs: Logs) -> Measurement:
 
 def m_param_count(c: Claim, logs: Logs) -> Measurement:
     n = PARAM_COUNTS[str(c.model)]
-    return Measurement(n / 1e6, f"{n:,} parameters, measured with prunex.models.count_parameters (CIFAR stem, "
-                       "10 classes)")  # fmt: skip
+    return Measurement(
+        n / 1e6, f"{n:,} parameters, measured with prunex.models.count_parameters (CIFAR stem, 10 classes)"
+    )
 
 
 MEASURES: dict[str, Callable[[Claim, Logs], Measurement]] = {
-    "volume_reduction": m_volume_reduction, "volume_total": m_volume_total, "dense_message": m_dense_message,
-    "compressed_fraction": m_compressed_fraction, "latency_median": m_latency_median,
-    "latency_speedup": m_latency_speedup, "latency_flat_worse": m_latency_flat_worse,
-    "breakdown_share": m_breakdown_share, "scaling": m_scaling, "scaling_ordering": m_scaling_ordering,
-    "tta_minutes": m_tta_minutes, "tta_window_accuracy": m_tta_window_accuracy, "gb_to_peak": m_gb_to_peak,
-    "residual_decay": m_residual_decay, "drift_zero": m_drift_zero, "pareto_accuracy": m_pareto_accuracy,
-    "pareto_drop": m_pareto_drop, "pareto_shape": m_pareto_shape, "param_count": m_param_count,
-}  # fmt: skip
+    "volume_reduction": m_volume_reduction,
+    "volume_total": m_volume_total,
+    "dense_message": m_dense_message,
+    "compressed_fraction": m_compressed_fraction,
+    "latency_median": m_latency_median,
+    "latency_speedup": m_latency_speedup,
+    "latency_flat_worse": m_latency_flat_worse,
+    "breakdown_share": m_breakdown_share,
+    "scaling": m_scaling,
+    "scaling_ordering": m_scaling_ordering,
+    "tta_minutes": m_tta_minutes,
+    "tta_window_accuracy": m_tta_window_accuracy,
+    "gb_to_peak": m_gb_to_peak,
+    "residual_decay": m_residual_decay,
+    "drift_zero": m_drift_zero,
+    "pareto_accuracy": m_pareto_accuracy,
+    "pareto_drop": m_pareto_drop,
+    "pareto_shape": m_pareto_shape,
+    "param_count": m_param_count,
+}
 missing_measures = {c.measure for c in CLAIMS} - set(MEASURES)
 assert not missing_measures, f"claims without a measurement: {missing_measures}"
 
@@ -546,15 +611,28 @@ def _context(runs: list[Run]) -> dict[str, str]:
     def j(xs: object) -> str:
         return "; ".join(dict.fromkeys(map(str, xs)))  # type: ignore[call-overload]
 
-    return {"profile": j(r.profile for r in runs), "hardware": j(r.hardware for r in runs),
-            "topology": j(r.topology() for r in runs), "link_model": j(r.link() for r in runs),
-            "runs": " ".join(r.run_id for r in runs)}  # fmt: skip
+    return {
+        "profile": j(r.profile for r in runs),
+        "hardware": j(r.hardware for r in runs),
+        "topology": j(r.topology() for r in runs),
+        "link_model": j(r.link() for r in runs),
+        "runs": " ".join(r.run_id for r in runs),
+    }
 
 
 def judge(c: Claim, logs: Logs) -> dict[str, object]:
-    row: dict[str, object] = {"claim_id": c.id, "source": c.source, "claim": c.text, "unit": c.unit,
-                              "paper_value": c.paper_value, "measured_value": np.nan, "ratio": np.nan,
-                              "tolerance": tolerance_text(c), "compared": "-", "detail": ""}  # fmt: skip
+    row: dict[str, object] = {
+        "claim_id": c.id,
+        "source": c.source,
+        "claim": c.text,
+        "unit": c.unit,
+        "paper_value": c.paper_value,
+        "measured_value": np.nan,
+        "ratio": np.nan,
+        "tolerance": tolerance_text(c),
+        "compared": "-",
+        "detail": "",
+    }
     try:
         m = MEASURES[c.measure](c, logs)
         no_runs = c.experiment and not logs.exp(c.experiment).runs
@@ -620,8 +698,10 @@ def _cell(x: object) -> str:
 
 
 def inventory(logs: Logs) -> list[str]:
-    lines = ["| experiment | runs | methods | models | profile | hardware | topology | link model |",
-             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "| experiment | runs | methods | models | profile | hardware | topology | link model |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for name in EXPERIMENTS:
         try:
             exp = logs.exp(name)
@@ -639,7 +719,7 @@ def inventory(logs: Logs) -> list[str]:
             f"{j(r.method for r in runs)} | {j(r.model for r in runs)} | {j(r.profile for r in runs)} | "
             f"{j(r.hardware for r in runs)} | {j(r.topology() for r in runs)} | {j(r.link() for r in runs)} |"
         )
-    return lines  # fmt: skip
+    return lines
 
 
 def figure_section(logs: Logs, out: Path) -> tuple[list[str], bool]:
@@ -669,9 +749,19 @@ def figure_section(logs: Logs, out: Path) -> tuple[list[str], bool]:
 PROJECTION_AGREES = "model agrees (projection, not a measurement)"
 PROJECTION_DISAGREES = "model disagrees (projection, not a measurement)"
 PROJECTION_COLUMNS = [
-    "claim_id", "claim", "paper_value", "unit", "projected_value", "ratio", "tolerance", "verdict", "cluster",
-    "model", "dataset", "source",
-]  # fmt: skip
+    "claim_id",
+    "claim",
+    "paper_value",
+    "unit",
+    "projected_value",
+    "ratio",
+    "tolerance",
+    "verdict",
+    "cluster",
+    "model",
+    "dataset",
+    "source",
+]
 
 
 def projection_table(results: Path) -> pd.DataFrame:
@@ -688,12 +778,22 @@ def projection_table(results: Path) -> pd.DataFrame:
                     continue
                 speedup = float(t[(c.method, lo)] / t[(c.method, hi)])
                 value = speedup if c.arg == "speedup" else 100 * speedup / (hi / lo)
-                rows.append({"claim_id": c.id, "claim": c.text, "paper_value": c.paper_value, "unit": c.unit,
-                             "projected_value": value, "ratio": value / c.paper_value, "tolerance": tolerance_text(c),
-                             "verdict": PROJECTION_AGREES if within(c, value) else PROJECTION_DISAGREES,
-                             "cluster": cluster, "model": model,
-                             "dataset": str(g["dataset"].iloc[0]) if "dataset" in g.columns else "",
-                             "source": str(path)})  # fmt: skip
+                rows.append(
+                    {
+                        "claim_id": c.id,
+                        "claim": c.text,
+                        "paper_value": c.paper_value,
+                        "unit": c.unit,
+                        "projected_value": value,
+                        "ratio": value / c.paper_value,
+                        "tolerance": tolerance_text(c),
+                        "verdict": PROJECTION_AGREES if within(c, value) else PROJECTION_DISAGREES,
+                        "cluster": cluster,
+                        "model": model,
+                        "dataset": str(g["dataset"].iloc[0]) if "dataset" in g.columns else "",
+                        "source": str(path),
+                    }
+                )
     return pd.DataFrame(rows, columns=PROJECTION_COLUMNS)
 
 
@@ -704,19 +804,26 @@ def projection_section(results: Path, out: Path) -> list[str]:
         return []
     table.to_csv(out / "projections.csv", index=False)
     lo, hi = PAPER_COUNTS
-    md = ["", f"## Model projections of Fig. 9 ({lo} -> {hi} GPUs): not measurements", "",
-          "These numbers are **predictions of the analytic alpha-beta model** (`prunex.perfmodel`) on a described "
-          "cluster, read from the projection tables below; nothing here ran on that cluster. The cluster file's "
-          "link and compute parameters are datasheet values, assumptions and estimates (each listed with its "
-          "status by `python -m prunex.perfmodel project`), and the model is validated only on the mini cluster "
-          "(README, Performance model). Also in `projections.csv`.", "",
-          "| claim | paper | projected | ratio | tolerance | verdict | cluster, model, dataset | table |",
-          "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    md = [
+        "",
+        f"## Model projections of Fig. 9 ({lo} -> {hi} GPUs): not measurements",
+        "",
+        "These numbers are **predictions of the analytic alpha-beta model** (`prunex.perfmodel`) on a described "
+        "cluster, read from the projection tables below; nothing here ran on that cluster. The cluster file's "
+        "link and compute parameters are datasheet values, assumptions and estimates (each listed with its "
+        "status by `python -m prunex.perfmodel project`), and the model is validated only on the mini cluster "
+        "(README, Performance model). Also in `projections.csv`.",
+        "",
+        "| claim | paper | projected | ratio | tolerance | verdict | cluster, model, dataset | table |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in table.to_dict("records"):
         unit = f" {r['unit']}" if r["unit"] else ""
-        md.append(f"| `{r['claim_id']}`: {_cell(r['claim'])} | {_num(r['paper_value'])}{unit} | "
-                  f"{_num(r['projected_value'])}{unit} | {_num(r['ratio'])} | {r['tolerance']} | **{r['verdict']}** | "
-                  f"{r['cluster']}, {r['model']}, {r['dataset']} | `{Path(r['source']).name}` |")  # fmt: skip
+        md.append(
+            f"| `{r['claim_id']}`: {_cell(r['claim'])} | {_num(r['paper_value'])}{unit} | "
+            f"{_num(r['projected_value'])}{unit} | {_num(r['ratio'])} | {r['tolerance']} | **{r['verdict']}** | "
+            f"{r['cluster']}, {r['model']}, {r['dataset']} | `{Path(r['source']).name}` |"
+        )
     return md
 
 
@@ -742,8 +849,12 @@ def write_report(results: Path, out: Path) -> tuple[pd.DataFrame, bool]:
         "(e.g. a 64-GPU speedup from a 4-process run); **no logs**: the experiment has no runs under the results "
         "directory.",
         "",
-        "Summary: " + ", ".join(f"{counts.get(v, 0)} {v}" for v in (REPRODUCED, NOT_REPRODUCED, NOT_MEASURABLE,
-                                                                     NO_LOGS, ERROR) if counts.get(v, 0)),
+        "Summary: "
+        + ", ".join(
+            f"{counts.get(v, 0)} {v}"
+            for v in (REPRODUCED, NOT_REPRODUCED, NOT_MEASURABLE, NO_LOGS, ERROR)
+            if counts.get(v, 0)
+        ),
         "",
         "## Runs found",
         "",
@@ -753,14 +864,16 @@ def write_report(results: Path, out: Path) -> tuple[pd.DataFrame, bool]:
         "",
         "| claim | paper | measured | ratio | tolerance | verdict | compared | how / why |",
         "|---|---|---|---|---|---|---|---|",
-    ]  # fmt: skip
+    ]
     for r in table.to_dict("records"):
         unit = f" {r['unit']}" if r["unit"] else ""
         paper = f"{_num(r['paper_value'])}{unit}" if r["paper_value"] == r["paper_value"] else "qualitative"
         meas = _num(r["measured_value"]) if r["measured_value"] == r["measured_value"] else ""
         meas += unit if meas not in ("", "never") else ""
-        md.append(f"| `{r['claim_id']}`: {_cell(r['claim'])} ({r['source']}) | {paper} | {meas} | {_num(r['ratio'])} | "
-                  f"{r['tolerance']} | **{r['verdict']}** | {r['compared']} | {_cell(r['detail'])} |")  # fmt: skip
+        md.append(
+            f"| `{r['claim_id']}`: {_cell(r['claim'])} ({r['source']}) | {paper} | {meas} | {_num(r['ratio'])} | "
+            f"{r['tolerance']} | **{r['verdict']}** | {r['compared']} | {_cell(r['detail'])} |"
+        )
     md += projection_section(results, out)
     md += ["", "## Where the paper contradicts itself", ""]
     for k in CONTRADICTIONS:
@@ -779,8 +892,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     table, error = write_report(Path(args.results), Path(args.out))
     counts = table["verdict"].value_counts()
-    print(f"report: wrote {Path(args.out) / 'REPORT.md'} and claims.csv: "
-          + ", ".join(f"{n} {v}" for v, n in counts.items()))  # fmt: skip
+    print(
+        f"report: wrote {Path(args.out) / 'REPORT.md'} and claims.csv: "
+        + ", ".join(f"{n} {v}" for v, n in counts.items())
+    )
     for r in table[table["verdict"] == ERROR].to_dict("records"):
         print(f"error: {r['claim_id']}: {r['detail']}", file=sys.stderr)
     return 1 if error else 0

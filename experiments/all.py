@@ -16,9 +16,15 @@ from experiments import cli
 from prunex.lock import LockHeld, results_lock
 
 EXPERIMENTS = (
-    "time_to_accuracy", "volume", "latency", "latency_breakdown", "strong_scaling", "residuals", "pareto",
+    "time_to_accuracy",
+    "volume",
+    "latency",
+    "latency_breakdown",
+    "strong_scaling",
+    "residuals",
+    "pareto",
     "sparsity_patterns",
-)  # fmt: skip
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,16 +42,20 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with results_lock(args.results) if not args.dry_run else contextlib.nullcontext():
             for i, name in enumerate(names):
-                print(f"[all] experiment {i + 1}/{len(names)}: {name} ({time.monotonic() - t0:.0f}s so far)",
-                      flush=True)  # fmt: skip
+                print(
+                    f"[all] experiment {i + 1}/{len(names)}: {name} ({time.monotonic() - t0:.0f}s so far)", flush=True
+                )
                 module = importlib.import_module(f"experiments.{name}")
                 if cli.main(name, module.runs, module.__doc__, forwarded) != 0:
                     failed.append(name)
     except LockHeld as e:
         print(f"error: {e}", file=sys.stderr)
         return 3
-    print(f"[all] {len(names) - len(failed)}/{len(names)} experiments complete in {time.monotonic() - t0:.0f}s"
-          + (f"; failed: {', '.join(failed)}" if failed else ""), flush=True)  # fmt: skip
+    print(
+        f"[all] {len(names) - len(failed)}/{len(names)} experiments complete in {time.monotonic() - t0:.0f}s"
+        + (f"; failed: {', '.join(failed)}" if failed else ""),
+        flush=True,
+    )
     return 1 if failed else 0
 
 

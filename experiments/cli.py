@@ -45,8 +45,9 @@ def parser(name: str, doc: str | None) -> argparse.ArgumentParser:
     return p
 
 
-def resolve(name: str, runs_fn: RunsFn, profile_name: str, executor: str | None, results: str,
-            only: str | None = None) -> list[RunConfig]:  # fmt: skip
+def resolve(
+    name: str, runs_fn: RunsFn, profile_name: str, executor: str | None, results: str, only: str | None = None
+) -> list[RunConfig]:
     """The experiment's runs for a profile and executor, in the results directory."""
     configs = [dataclasses.replace(c, results=results) for c in runs_fn(profile(profile_name, executor))]
     names = [c.name for c in configs]
@@ -58,8 +59,13 @@ def resolve(name: str, runs_fn: RunsFn, profile_name: str, executor: str | None,
 
 
 def slurm_options(args: argparse.Namespace) -> SlurmOptions:
-    given = {"partition": args.partition, "account": args.account, "time_min": args.time_min,
-             "gpus_per_node": args.gpus_per_node, "gres": args.gres}  # fmt: skip
+    given = {
+        "partition": args.partition,
+        "account": args.account,
+        "time_min": args.time_min,
+        "gpus_per_node": args.gpus_per_node,
+        "gres": args.gres,
+    }
     return SlurmOptions(**{k: v for k, v in given.items() if v is not None})
 
 
@@ -107,9 +113,20 @@ def main(name: str, runs_fn: RunsFn, doc: str | None = None, argv: list[str] | N
     if args.dry_run:
         for c in configs:
             params = executor_parameters(c, slurm)
-            print(json.dumps({"run": c.name, "method": c.method, "model": c.model, "dataset": c.dataset,
-                              "topology": f"{c.nodes}x{c.procs_per_node}", "executor": c.executor,
-                              "params": params}, sort_keys=True))  # fmt: skip
+            print(
+                json.dumps(
+                    {
+                        "run": c.name,
+                        "method": c.method,
+                        "model": c.model,
+                        "dataset": c.dataset,
+                        "topology": f"{c.nodes}x{c.procs_per_node}",
+                        "executor": c.executor,
+                        "params": params,
+                    },
+                    sort_keys=True,
+                )
+            )
         return 0
     try:
         with results_lock(args.results):

@@ -51,20 +51,43 @@ class Profile:
 def profile(name: str, executor: str | None = None) -> Profile:
     """The named profile, for the given executor (the link model follows the executor)."""
     if name == "paper":
-        p = Profile(name="paper", executor="slurm", dataset="cifar10", model="resnet152", nodes=16, procs_per_node=4,
-                    epochs=80, admm=ADMMConfig(iterations=16, local_epochs=5))  # fmt: skip
+        p = Profile(
+            name="paper",
+            executor="slurm",
+            dataset="cifar10",
+            model="resnet152",
+            nodes=16,
+            procs_per_node=4,
+            epochs=80,
+            admm=ADMMConfig(iterations=16, local_epochs=5),
+        )
     elif name == "local":
         p = Profile(
-            name="local", executor="local", dataset=os.environ.get("PRUNEX_LOCAL_DATASET", "digits"),
-            model="resnet20", nodes=2, procs_per_node=2, epochs=6,
-            admm=ADMMConfig(iterations=6, local_epochs=1, rho_intra=0.05, rho_inter=0.005, freeze_iteration=4,
-                            retrain_epochs=2),
+            name="local",
+            executor="local",
+            dataset=os.environ.get("PRUNEX_LOCAL_DATASET", "digits"),
+            model="resnet20",
+            nodes=2,
+            procs_per_node=2,
+            epochs=6,
+            admm=ADMMConfig(
+                iterations=6, local_epochs=1, rho_intra=0.05, rho_inter=0.005, freeze_iteration=4, retrain_epochs=2
+            ),
             link=LinkConfig(model="alpha-beta", alpha_s=5e-5, bandwidth_gbit=1.0),
-        )  # fmt: skip
+        )
     elif name == "smoke":
-        p = Profile(name="smoke", executor="debug", dataset="digits", model="resnet20", nodes=1, procs_per_node=1,
-                    epochs=1, admm=ADMMConfig(iterations=2, local_epochs=1, freeze_iteration=1), train_subset=128,
-                    extra={"bn_batches": 2})  # fmt: skip
+        p = Profile(
+            name="smoke",
+            executor="debug",
+            dataset="digits",
+            model="resnet20",
+            nodes=1,
+            procs_per_node=1,
+            epochs=1,
+            admm=ADMMConfig(iterations=2, local_epochs=1, freeze_iteration=1),
+            train_subset=128,
+            extra={"bn_batches": 2},
+        )
     else:
         raise ValueError(f"unknown profile {name!r}; known: {', '.join(PROFILE_NAMES)}")
     if executor is not None and executor != p.executor:
@@ -78,11 +101,21 @@ def profile(name: str, executor: str | None = None) -> Profile:
 def run(p: Profile, experiment: str, method: str, name: str, **overrides: Any) -> RunConfig:
     """A RunConfig of `p` for one run of `experiment`; `overrides` are RunConfig fields."""
     kwargs: dict[str, Any] = {
-        "method": method, "model": p.model, "dataset": p.dataset, "nodes": p.nodes,
-        "procs_per_node": p.procs_per_node, "epochs": p.epochs, "admm": p.admm, "link": p.link,
-        "executor": p.executor, "train_subset": p.train_subset, "experiment": experiment, "profile": p.name,
-        "name": name, **p.extra,
-    }  # fmt: skip
+        "method": method,
+        "model": p.model,
+        "dataset": p.dataset,
+        "nodes": p.nodes,
+        "procs_per_node": p.procs_per_node,
+        "epochs": p.epochs,
+        "admm": p.admm,
+        "link": p.link,
+        "executor": p.executor,
+        "train_subset": p.train_subset,
+        "experiment": experiment,
+        "profile": p.name,
+        "name": name,
+        **p.extra,
+    }
     kwargs.update(overrides)
     if p.executor == "debug":  # one foreground process
         kwargs["nodes"] = kwargs["procs_per_node"] = 1

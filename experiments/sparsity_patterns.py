@@ -17,8 +17,11 @@ NAME = "sparsity_patterns"
 
 
 def runs(p: Profile) -> list[RunConfig]:
-    return [run(p, NAME, "hsadmm", f"hsadmm-{p.model}-filter0.5-channel0.5",
-                admm=admm(p, filter_keep=0.5, channel_keep=0.5))]  # fmt: skip
+    return [
+        run(
+            p, NAME, "hsadmm", f"hsadmm-{p.model}-filter0.5-channel0.5", admm=admm(p, filter_keep=0.5, channel_keep=0.5)
+        )
+    ]
 
 
 if __name__ == "__main__":

@@ -21,11 +21,7 @@ METHODS = ("hsadmm", "ddp", "topk")
 
 
 def runs(p: Profile) -> list[RunConfig]:
-    return [
-        run(p, NAME, m, f"{m}-{p.model}-{n}x{p.procs_per_node}", nodes=n)
-        for n in p.scale_nodes
-        for m in METHODS
-    ]
+    return [run(p, NAME, m, f"{m}-{p.model}-{n}x{p.procs_per_node}", nodes=n) for n in p.scale_nodes for m in METHODS]
 
 
 if __name__ == "__main__":

@@ -42,10 +42,14 @@ def rng_state() -> dict[str, Any]:
     kind, keys, pos, has_gauss, cached = np.random.get_state()
     state = {
         "torch": torch.get_rng_state(),
-        "numpy": {"keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos), "has_gauss": int(has_gauss),
-                  "cached": float(cached)},
+        "numpy": {
+            "keys": torch.from_numpy(keys.astype(np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached": float(cached),
+        },
         "python": [list(x) if isinstance(x, tuple) else x for x in random.getstate()],
-    }  # fmt: skip
+    }
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -63,8 +67,10 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 def save(run_dir: Path, rank: int, config: RunConfig, iteration: int, wall: float, method_state: dict) -> None:
     buf = io.BytesIO()
-    torch.save({"config": config.to_dict(), "iteration": iteration, "wall": wall, "method": method_state,
-                "rng": rng_state()}, buf)  # fmt: skip
+    torch.save(
+        {"config": config.to_dict(), "iteration": iteration, "wall": wall, "method": method_state, "rng": rng_state()},
+        buf,
+    )
     write_atomic(path_for(run_dir, rank, iteration), buf.getvalue())
     for old in _iterations(run_dir, rank)[:-2]:
         path_for(run_dir, rank, old).unlink(missing_ok=True)

@@ -208,9 +208,7 @@ class RunConfig:
         if self.executor not in EXECUTOR_NAMES:
             raise ConfigError(f"unknown executor {self.executor!r}; known: {', '.join(EXECUTOR_NAMES)}")
         if self.nodes < 1 or self.procs_per_node < 1:
-            raise ConfigError(
-                f"impossible topology: nodes={self.nodes} x procs_per_node={self.procs_per_node}"
-            )
+            raise ConfigError(f"impossible topology: nodes={self.nodes} x procs_per_node={self.procs_per_node}")
         if self.executor == "debug" and self.world_size != 1:
             raise ConfigError(
                 "the debug executor runs one process in the foreground; use --executor local for "

@@ -165,8 +165,11 @@ def launch(config: RunConfig, slurm: SlurmOptions | None = None, *, echo: bool =
     executor = make_executor(config, run_dir / "submitit", slurm)
     job = executor.submit(TrainJob(config, str(run_dir)))
     if echo:
-        print(f"[{config.name}] submitted job {job.job_id} ({config.executor}, {config.nodes}x"
-              f"{config.procs_per_node}) -> {run_dir}", flush=True)
+        print(
+            f"[{config.name}] submitted job {job.job_id} ({config.executor}, {config.nodes}x"
+            f"{config.procs_per_node}) -> {run_dir}",
+            flush=True,
+        )
     _follow(job, echo)
     wait(job, config, run_dir)
     return run_dir
@@ -187,8 +190,9 @@ def wait(job: submitit.Job, config: RunConfig, run_dir: Path) -> None:
             ranks = ", ".join(map(str, dead))
             cause = f"rank{'s' if len(dead) > 1 else ''} {ranks} ended without a result (killed, out of memory or "
             cause += "lost its node: see its log); "
-        raise RuntimeError(f"run {config.name} failed (job {job.job_id}, logs in {run_dir / 'submitit'}): "
-                           f"{cause}{_last_line(str(e))}") from e
+        raise RuntimeError(
+            f"run {config.name} failed (job {job.job_id}, logs in {run_dir / 'submitit'}): {cause}{_last_line(str(e))}"
+        ) from e
 
 
 def _ranks_without_result(job: submitit.Job, tasks: int) -> list[int]:

@@ -32,13 +32,35 @@ from typing import Any
 import pandas as pd
 
 STEPS_COLUMNS = [
-    "run_id", "method", "model", "dataset", "link_model", "iteration", "epoch", "wall_s", "train_loss",
-    "test_acc", "inter_bytes", "intra_bytes", "comm_s", "compute_s", "iter_s",
-]  # fmt: skip
+    "run_id",
+    "method",
+    "model",
+    "dataset",
+    "link_model",
+    "iteration",
+    "epoch",
+    "wall_s",
+    "train_loss",
+    "test_acc",
+    "inter_bytes",
+    "intra_bytes",
+    "comm_s",
+    "compute_s",
+    "iter_s",
+]
 COMM_COLUMNS = [
-    "run_id", "link_model", "iteration", "rank", "node", "level", "op", "bytes", "seconds",
-    "inter_bytes", "intra_bytes",
-]  # fmt: skip
+    "run_id",
+    "link_model",
+    "iteration",
+    "rank",
+    "node",
+    "level",
+    "op",
+    "bytes",
+    "seconds",
+    "inter_bytes",
+    "intra_bytes",
+]
 RANK_STEP_COLUMNS = ["iteration", "rank", "epoch", "wall_s", "train_loss", "test_acc", "comm_s", "compute_s", "iter_s"]
 DONE = "DONE"
 
@@ -196,10 +218,16 @@ def _git_state() -> dict[str, Any]:
         sha = subprocess.run(
             ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
         ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True, text=True, timeout=10, check=True,
-        ).stdout.strip() != ""  # fmt: skip
+        dirty = (
+            subprocess.run(
+                ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=True,
+            ).stdout.strip()
+            != ""
+        )
         return {"git_sha": sha, "git_dirty": dirty}
     except (OSError, subprocess.SubprocessError):
         return {"git_sha": None, "git_dirty": None}

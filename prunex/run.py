@@ -55,8 +55,13 @@ _NESTED_OPTIONS = {
     "inter_latency_s": ("link", "alpha_s"),
     "inter_bw_gbit": ("link", "bandwidth_gbit"),
 }
-_NESTED_TYPES = {"admm": ADMMConfig, "ddp": DDPConfig, "topk": TopKConfig, "pactrain": PacTrainConfig,
-                 "link": LinkConfig}  # fmt: skip
+_NESTED_TYPES = {
+    "admm": ADMMConfig,
+    "ddp": DDPConfig,
+    "topk": TopKConfig,
+    "pactrain": PacTrainConfig,
+    "link": LinkConfig,
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -83,11 +88,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--train-subset", type=int, help="use only the first n training images")
     p.add_argument("--collective-timeout-s", type=float)
     g = p.add_argument_group("method options")
-    for opt in ("iterations", "local_epochs", "freeze_iteration", "freeze_patience", "retrain_epochs",
-                "topk_warmup_epochs", "prune_epochs", "prune_every"):  # fmt: skip
+    for opt in (
+        "iterations",
+        "local_epochs",
+        "freeze_iteration",
+        "freeze_patience",
+        "retrain_epochs",
+        "topk_warmup_epochs",
+        "prune_epochs",
+        "prune_every",
+    ):
         g.add_argument("--" + opt.replace("_", "-"), type=int)
-    for opt in ("channel_keep", "filter_keep", "shape_keep", "bucket_mb", "rho_intra", "rho_inter", "rho_max",
-                "topk_ratio", "density", "inter_latency_s", "inter_bw_gbit"):  # fmt: skip
+    for opt in (
+        "channel_keep",
+        "filter_keep",
+        "shape_keep",
+        "bucket_mb",
+        "rho_intra",
+        "rho_inter",
+        "rho_max",
+        "topk_ratio",
+        "density",
+        "inter_latency_s",
+        "inter_bw_gbit",
+    ):
         g.add_argument("--" + opt.replace("_", "-"), type=float)
     g.add_argument("--layers", help="fnmatch glob of the constrained parameter names")
     g.add_argument("--grad-dtype", choices=["fp32", "bf16", "fp16"])

@@ -44,8 +44,7 @@ class Topology:
     def __post_init__(self) -> None:
         if self.nodes * self.procs_per_node != self.world_size:
             raise TopologyError(
-                f"world size {self.world_size} is not nodes {self.nodes} x procs-per-node "
-                f"{self.procs_per_node}"
+                f"world size {self.world_size} is not nodes {self.nodes} x procs-per-node {self.procs_per_node}"
             )
         if not 0 <= self.rank < self.world_size:
             raise TopologyError(f"rank {self.rank} outside world of {self.world_size}")
@@ -136,9 +135,7 @@ def discover(
     elif procs_per_node is None:
         procs_per_node = world // nodes if world % nodes == 0 else -1
     if nodes < 1 or procs_per_node < 1 or nodes * procs_per_node != world:
-        raise TopologyError(
-            f"world size {world} is not nodes {nodes} x procs-per-node {procs_per_node}"
-        )
+        raise TopologyError(f"world size {world} is not nodes {nodes} x procs-per-node {procs_per_node}")
     emulated = physical_nodes is not None and physical_nodes != nodes
     if emulated and physical_nodes != 1:
         raise TopologyError(

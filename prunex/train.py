@@ -131,9 +131,7 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
     train_set = load_dataset(config.dataset, config.data_root, train=True)
     if config.train_subset:
         train_set = Subset(train_set, range(min(config.train_subset, len(train_set))))
-    test_loader = DataLoader(
-        load_dataset(config.dataset, config.data_root, train=False), batch_size=256, num_workers=0
-    )
+    test_loader = DataLoader(load_dataset(config.dataset, config.data_root, train=False), batch_size=256, num_workers=0)
     # Kernel-counted bytes on the node's link (mini cluster only): node leaders sample their
     # namespace's interface before the method is built (DDP broadcasts then) and after each iteration.
     wire_last = read_counters() if topo.is_leader else None
@@ -179,8 +177,17 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
         log.append("comm", records)
         if wire_last is not None:
             now = read_counters()
-            log.append("wire", [{"iteration": k, "node": topo.node, "tx_bytes": now[0] - wire_last[0],
-                                 "rx_bytes": now[1] - wire_last[1]}])  # fmt: skip
+            log.append(
+                "wire",
+                [
+                    {
+                        "iteration": k,
+                        "node": topo.node,
+                        "tx_bytes": now[0] - wire_last[0],
+                        "rx_bytes": now[1] - wire_last[1],
+                    }
+                ],
+            )
             wire_last = now
         log.append(
             "rank_steps",

@@ -40,8 +40,9 @@ def _solve(rank: int, engine_name: str, nodes: int, procs: int, iterations: int)
     comm = Comm(topo, build_groups(topo, 60), torch.device("cpu"))
     a, b = ridge_data(rank)
     theta = torch.zeros(D, dtype=torch.float64)
-    cfg = ADMMConfig(rho_intra=0.5, rho_inter=0.5, freeze_iteration=10**6, stop_on_convergence=False,
-                     eps_abs=1e-6, eps_rel=1e-5)  # fmt: skip
+    cfg = ADMMConfig(
+        rho_intra=0.5, rho_inter=0.5, freeze_iteration=10**6, stop_on_convergence=False, eps_abs=1e-6, eps_rel=1e-5
+    )
     cls = {"hsadmm": HSADMM, "flat": FlatADMM}[engine_name]
     engine = cls({"w": theta}, {}, {}, cfg, comm, LAM)
     hessian = a.T @ a / N_SAMPLES
@@ -49,11 +50,18 @@ def _solve(rank: int, engine_name: str, nodes: int, procs: int, iterations: int)
         # phase 1 solved exactly: argmin f_r + lambda/2 ||x||^2 + rho_1/2 ||x - (z_i - u)||^2
         rho = engine.rho_intra["w"]
         anchor = engine.anchors()["w"]
-        theta.copy_(torch.linalg.solve(hessian + (LAM + rho) * torch.eye(D, dtype=torch.float64),
-                                       a.T @ b / N_SAMPLES + rho * anchor))  # fmt: skip
+        theta.copy_(
+            torch.linalg.solve(
+                hessian + (LAM + rho) * torch.eye(D, dtype=torch.float64), a.T @ b / N_SAMPLES + rho * anchor
+            )
+        )
         result = engine.consensus(k)
-    return {"z": engine.z["w"].numpy(), "theta": theta.numpy(), "converged": result.converged,
-            "rows": result.residual_rows}  # fmt: skip
+    return {
+        "z": engine.z["w"].numpy(),
+        "theta": theta.numpy(),
+        "converged": result.converged,
+        "rows": result.residual_rows,
+    }
 
 
 @functools.cache

@@ -267,12 +267,20 @@ def test_cli_and_no_torch_import(tmp_path: Path) -> None:
     results = tmp_path / "results"
     run = write_run(results, "latency_breakdown", "hsadmm", iterations=2)
     (run / "comm.parquet").write_bytes(b"garbage")
-    code = ("import runpy, sys\n"
-            "sys.argv = ['x', '--results', sys.argv[1], '--out', sys.argv[2]]\n"
-            "try:\n    runpy.run_module('analysis.fig8_latency_breakdown', run_name='__main__')\n"
-            "finally:\n    print('torch imported' if 'torch' in sys.modules else 'no torch')\n")  # fmt: skip
-    proc = subprocess.run([sys.executable, "-c", code, str(results), str(tmp_path / "figs")], env=ENV, cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    code = (
+        "import runpy, sys\n"
+        "sys.argv = ['x', '--results', sys.argv[1], '--out', sys.argv[2]]\n"
+        "try:\n    runpy.run_module('analysis.fig8_latency_breakdown', run_name='__main__')\n"
+        "finally:\n    print('torch imported' if 'torch' in sys.modules else 'no torch')\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(results), str(tmp_path / "figs")],
+        env=ENV,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 1, proc.stderr
     assert proc.stdout.strip() == "no torch"
     lines = proc.stderr.strip().splitlines()
@@ -282,9 +290,21 @@ def test_cli_and_no_torch_import(tmp_path: Path) -> None:
 
 def _projection(path: Path, cluster: str, model: str, gpus_epoch_s: dict[str, dict[int, float]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    rows = [{"cluster": cluster, "dataset": "digits", "model": model, "method": m, "gpus": n, "nodes": max(1, n // 2),
-             "procs_per_node": min(n, 2), "epoch_s": t, "speedup": float("nan")}
-            for m, series in gpus_epoch_s.items() for n, t in series.items()]  # fmt: skip
+    rows = [
+        {
+            "cluster": cluster,
+            "dataset": "digits",
+            "model": model,
+            "method": m,
+            "gpus": n,
+            "nodes": max(1, n // 2),
+            "procs_per_node": min(n, 2),
+            "epoch_s": t,
+            "speedup": float("nan"),
+        }
+        for m, series in gpus_epoch_s.items()
+        for n, t in series.items()
+    ]
     pd.DataFrame(rows).to_csv(path, index=False)
 
 
@@ -294,8 +314,16 @@ def test_fig9_overlays_model_curves_from_a_projection_table(tmp_path: Path) -> N
     results, out = tmp_path / "results", tmp_path / "figures"
     for method, speedups in SCALING_SPEEDUP.items():
         for gpus, s in speedups.items():
-            write_run(results, "strong_scaling", method, nodes=gpus // 2, procs=2, iterations=4, iter_s=50.0 / s,
-                      epochs_per_iter=0.5)  # fmt: skip
+            write_run(
+                results,
+                "strong_scaling",
+                method,
+                nodes=gpus // 2,
+                procs=2,
+                iterations=4,
+                iter_s=50.0 / s,
+                epochs_per_iter=0.5,
+            )
     without = render(fig9a_scaling_speedup.SPEC, results, out)
     assert set(without.data["source"]) == {"measured"}
     assert any(n.startswith("no model curves") for n in without.notes)

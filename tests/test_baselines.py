@@ -84,8 +84,16 @@ def _cases_worker(rank: int, tmp: str) -> dict:
     train_set = TensorDataset(data[0][0], data[0][1])
     out: dict = {}
     for name, method, overrides, epochs, resume in CASES:
-        cfg = RunConfig(method=method, nodes=2, procs_per_node=2, batch_size=PER_RANK, lr=LR, momentum=MOMENTUM,
-                        weight_decay=WD, **overrides)  # fmt: skip
+        cfg = RunConfig(
+            method=method,
+            nodes=2,
+            procs_per_node=2,
+            batch_size=PER_RANK,
+            lr=LR,
+            momentum=MOMENTUM,
+            weight_decay=WD,
+            **overrides,
+        )
         log = RunLog(Path(tmp) / name, rank)
         ctx = Context(cfg, topo, groups, comm, device, fresh_model(), train_set, log)
         m = METHODS[method](ctx)
@@ -137,8 +145,9 @@ def reference(sparse_momentum: float = MOMENTUM) -> dict[str, torch.Tensor]:
     model = fresh_model()
     sparse = [p for p in model.parameters() if p.dim() > 1]
     dense = [p for p in model.parameters() if p.dim() <= 1]
-    opt = torch.optim.SGD([{"params": sparse, "momentum": sparse_momentum}, {"params": dense}], lr=LR,
-                          momentum=MOMENTUM, weight_decay=WD)  # fmt: skip
+    opt = torch.optim.SGD(
+        [{"params": sparse, "momentum": sparse_momentum}, {"params": dense}], lr=LR, momentum=MOMENTUM, weight_decay=WD
+    )
     for x, y in batches():
         opt.zero_grad()
         nn.CrossEntropyLoss()(model(x), y).backward()
@@ -212,8 +221,10 @@ def test_topk_exchange_conserves_mass_across_ranks(cases: list[dict]) -> None:
         torch.testing.assert_close(new, acc, rtol=1e-5, atol=1e-6)
         # every rank kept exactly numel - k entries as residual (or fewer where acc was zero)
         for r in cases:
-            assert int((r["topk01"]["residuals"][i] != 0).sum()) <= r["topk01"]["residuals"][i].numel() - r[
-                "topk01"]["ks"][i]  # fmt: skip
+            assert (
+                int((r["topk01"]["residuals"][i] != 0).sum())
+                <= r["topk01"]["residuals"][i].numel() - r["topk01"]["ks"][i]
+            )
     assert_ranks_identical(cases, "topk01")
 
 
@@ -307,8 +318,16 @@ RUNS = {
 @pytest.fixture(scope="module", params=sorted(RUNS))
 def run(request: pytest.FixtureRequest, data_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     method = request.param
-    cfg = RunConfig(method=method, nodes=2, procs_per_node=2, epochs=3, eval_every=3, data_root=str(data_root),
-                    results=str(tmp_path_factory.mktemp("results")), **RUNS[method])  # fmt: skip
+    cfg = RunConfig(
+        method=method,
+        nodes=2,
+        procs_per_node=2,
+        epochs=3,
+        eval_every=3,
+        data_root=str(data_root),
+        results=str(tmp_path_factory.mktemp("results")),
+        **RUNS[method],
+    )
     return launch(cfg, echo=False)
 
 

@@ -82,9 +82,12 @@ def test_cli_missing_dataset_and_unwritable_results(tmp_path: Path, capsys) -> N
 
 def test_cli_module_runs_as_a_program() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "prunex.run", "--method", "nope"], capture_output=True, text=True, cwd=ROOT,
+        [sys.executable, "-m", "prunex.run", "--method", "nope"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
         timeout=120,
-    )  # fmt: skip
+    )
     assert proc.returncode == 2 and proc.stderr.strip() == "error: unknown method 'nope'; known: " + ", ".join(
         METHOD_NAMES
     )

@@ -53,10 +53,17 @@ def _engine(rank: int, iterations: int, freeze: int, channel_keep: float) -> dic
     model = Tiny()
     params = dict(model.named_parameters())
     buffers = {n: b for n, b in model.named_buffers() if b.is_floating_point()}
-    cfg = ADMMConfig(channel_keep=channel_keep, freeze_iteration=freeze, freeze_patience=100, rho_intra=1.0,
-                     rho_inter=1.0, bucket_mb=0.0005)  # 500-byte buckets: several per collective  # fmt: skip
-    engine = HSADMM(params, buffers, {"conv.weight": LayerSparsity("conv.weight", channel_keep=channel_keep)},
-                    cfg, comm, 1e-4)  # fmt: skip
+    cfg = ADMMConfig(
+        channel_keep=channel_keep,
+        freeze_iteration=freeze,
+        freeze_patience=100,
+        rho_intra=1.0,
+        rho_inter=1.0,
+        bucket_mb=0.0005,
+    )  # 500-byte buckets: several per collective
+    engine = HSADMM(
+        params, buffers, {"conv.weight": LayerSparsity("conv.weight", channel_keep=channel_keep)}, cfg, comm, 1e-4
+    )
     out: dict = {"node_vectors": [], "global_vectors": [], "ptrs": [], "allocations": [], "frozen": []}
     gen = torch.Generator().manual_seed(1000 + rank)  # every rank drifts differently
     for k in range(iterations):

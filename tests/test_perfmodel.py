@@ -64,8 +64,14 @@ def test_emulated_network_adds_the_alpha_beta_delay_to_the_loopback():
 
     link = AlphaBetaLink(LinkConfig(model="alpha-beta", alpha_s=5e-5, bandwidth_gbit=1.0))
     model = Link(5e-5, 1e9 / 8)
-    cases = [("flat", "allreduce", 2, 2), ("inter", "allreduce", 4, 2), ("flat", "allgather", 2, 3),
-             ("inter", "mask_sync", 3, 1), ("flat", "broadcast", 2, 2), ("flat", "barrier", 2, 2)]  # fmt: skip
+    cases = [
+        ("flat", "allreduce", 2, 2),
+        ("inter", "allreduce", 4, 2),
+        ("flat", "allgather", 2, 3),
+        ("inter", "mask_sync", 3, 1),
+        ("flat", "broadcast", 2, 2),
+        ("flat", "barrier", 2, 2),
+    ]
     for level, op, m, p in cases:
         topo = Topology(0, m * p, m, p, emulated=True)
         g = formulas.group_size(level, m, p)
@@ -102,8 +108,16 @@ def test_buckets_match_the_bucketer_and_ddp():
 # ------------------------------------------------------------------------------------------ workloads
 def _tiny() -> workload.ModelSpec:
     P = workload.ParamSpec
-    return workload.ModelSpec("tiny", (P("conv.weight", (8, 4, 3, 3), True), P("bn.weight", (8,), False),
-                                       P("fc.weight", (10, 8), False), P("fc.bias", (10,), False)), (8, 8))  # fmt: skip
+    return workload.ModelSpec(
+        "tiny",
+        (
+            P("conv.weight", (8, 4, 3, 3), True),
+            P("bn.weight", (8,), False),
+            P("fc.weight", (10, 8), False),
+            P("fc.bias", (10,), False),
+        ),
+        (8, 8),
+    )
 
 
 def test_hsadmm_workload_by_hand():
@@ -113,9 +127,15 @@ def test_hsadmm_workload_by_hand():
     assert kept == {"conv.weight": (8, 2)}
     w = workload.hsadmm_workload(spec, kept, opts, shard=25, dynamic=1.0)
     got = [(c.level, c.op, c.nbytes) for c in w.collectives]
-    assert got == [("flat", "barrier", 1), ("intra", "allreduce", 4 * 402), ("inter", "mask_sync", 12),
-                   ("intra", "broadcast", 12), ("inter", "allreduce", 4 * (144 + 8 + 90 + 16)),
-                   ("intra", "broadcast", 4 * 258), ("flat", "allreduce", 8 * 9 * 4)]  # fmt: skip
+    assert got == [
+        ("flat", "barrier", 1),
+        ("intra", "allreduce", 4 * 402),
+        ("inter", "mask_sync", 12),
+        ("intra", "broadcast", 12),
+        ("inter", "allreduce", 4 * (144 + 8 + 90 + 16)),
+        ("intra", "broadcast", 4 * 258),
+        ("flat", "allreduce", 8 * 9 * 4),
+    ]
     assert w.samples == 50 and w.steps == 2 * 3
     assert workload.compact_fraction(spec, kept) == 0.5
     frozen = workload.hsadmm_workload(spec, kept, opts, shard=25, dynamic=0.0)
@@ -159,8 +179,9 @@ def test_epoch_cost_strong_scaling_shards():
 SIZES = [1024 * 4**i for i in range(10)]  # 1 KiB .. 256 MiB
 
 
-@pytest.mark.parametrize("op,members,algo", [("allreduce", 4, "ring"), ("broadcast", 2, "tree"),
-                                              ("allgather", 3, "ring")])  # fmt: skip
+@pytest.mark.parametrize(
+    "op,members,algo", [("allreduce", 4, "ring"), ("broadcast", 2, "tree"), ("allgather", 3, "ring")]
+)
 def test_fit_recovers_alpha_and_beta(op, members, algo):
     true = Link(alpha_s=25e-6, beta=1.25e8)
     t = [formulas.collective_time(op, n, members, true, algo) for n in SIZES]
@@ -180,8 +201,15 @@ def test_fit_table_to_network():
     rows = []
     for level, link, g in [("intra", intra, 2), ("inter", inter, 2), ("flat", inter, 4)]:
         for n in SIZES[:8]:
-            rows.append({"level": level, "op": "allreduce", "size_bytes": n, "members": g,
-                         "seconds": formulas.allreduce_time(n, g, link)})  # fmt: skip
+            rows.append(
+                {
+                    "level": level,
+                    "op": "allreduce",
+                    "size_bytes": n,
+                    "members": g,
+                    "seconds": formulas.allreduce_time(n, g, link),
+                }
+            )
     fit = calibrate.fit_measurements(pd.DataFrame(rows))
     # the sweep's alpha is per call: 2(g-1) steps
     assert fit.set_index("level").loc["flat", "alpha_s"] == pytest.approx(6 * 50e-6, rel=1e-6)
@@ -209,8 +237,20 @@ def test_validate_on_fixture_runs(tmp_path, capsys):
     out = tmp_path / "out"
     from tests.fixtures.perfmodel.runs import LOOPBACK
 
-    rc = main(["validate", "--results", str(tmp_path / "results"), "--out", str(out), "--strict",
-               "--loopback-alpha-s", str(LOOPBACK.alpha_s), "--loopback-beta", str(LOOPBACK.beta)])  # fmt: skip
+    rc = main(
+        [
+            "validate",
+            "--results",
+            str(tmp_path / "results"),
+            "--out",
+            str(out),
+            "--strict",
+            "--loopback-alpha-s",
+            str(LOOPBACK.alpha_s),
+            "--loopback-beta",
+            str(LOOPBACK.beta),
+        ]
+    )
     assert rc == 0, capsys.readouterr().out
     df = pd.read_csv(out / "validation.csv")
     assert (out / "validation.png").stat().st_size > 0
@@ -239,13 +279,32 @@ def test_validate_detects_undelayed_collectives(tmp_path):
 
 
 def test_project_on_a_fixture_cluster(tmp_path, capsys):
-    cluster = {"name": "fixture", "gpus_per_node": 2, "intra": {"alpha_s": 1e-6, "beta_bytes_per_s": 1e11},
-               "inter": {"alpha_s": 1e-5, "nominal_bytes_per_s": 1e10, "efficiency": 0.5},
-               "compute_s_per_sample": {"resnet20": {"value": 1e-4, "status": "estimate"}}}  # fmt: skip
+    cluster = {
+        "name": "fixture",
+        "gpus_per_node": 2,
+        "intra": {"alpha_s": 1e-6, "beta_bytes_per_s": 1e11},
+        "inter": {"alpha_s": 1e-5, "nominal_bytes_per_s": 1e10, "efficiency": 0.5},
+        "compute_s_per_sample": {"resnet20": {"value": 1e-4, "status": "estimate"}},
+    }
     path = tmp_path / "fixture.json"
     path.write_text(json.dumps(cluster))
-    rc = main(["project", "--cluster", str(path), "--model", "resnet20", "--dataset", "digits", "--gpus", "2,4",
-               "--extend-to", "16", "--out", str(tmp_path / "out")])  # fmt: skip
+    rc = main(
+        [
+            "project",
+            "--cluster",
+            str(path),
+            "--model",
+            "resnet20",
+            "--dataset",
+            "digits",
+            "--gpus",
+            "2,4",
+            "--extend-to",
+            "16",
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
     assert rc == 0
     df = pd.read_csv(tmp_path / "out" / "projection_fixture_resnet20.csv")
     assert sorted(df["gpus"].unique()) == [2, 4, 8, 16]
@@ -284,10 +343,19 @@ def test_compute_per_sample_from_a_run(tmp_path):
 # ------------------------------------------------------------------------------------------ cluster-from-sweep
 def _sweep_fit(members: dict[str, int]) -> pd.DataFrame:
     """A fit table as prunex.bench.collectives writes it: alpha per call, bus bandwidth, group size."""
-    rows = [("intra", "allreduce", 2e-4, 1e9), ("intra", "broadcast", 1e-4, 2e9), ("inter", "allreduce", 4e-4, 1.2e8),
-            ("inter", "broadcast", 3e-4, 1.1e8), ("flat", "allreduce", 1.2e-3, 1e8)]  # fmt: skip
-    return pd.DataFrame([{"level": lv, "op": op, "alpha_s": a, "beta_bytes_per_s": b, "members": members[lv],
-                          "procs_per_node": 2} for lv, op, a, b in rows])  # fmt: skip
+    rows = [
+        ("intra", "allreduce", 2e-4, 1e9),
+        ("intra", "broadcast", 1e-4, 2e9),
+        ("inter", "allreduce", 4e-4, 1.2e8),
+        ("inter", "broadcast", 3e-4, 1.1e8),
+        ("flat", "allreduce", 1.2e-3, 1e8),
+    ]
+    return pd.DataFrame(
+        [
+            {"level": lv, "op": op, "alpha_s": a, "beta_bytes_per_s": b, "members": members[lv], "procs_per_node": 2}
+            for lv, op, a, b in rows
+        ]
+    )
 
 
 def test_cluster_from_sweep_round_trips_through_load_cluster(tmp_path):
@@ -319,14 +387,37 @@ def test_cluster_from_sweep_cli_then_project(tmp_path, capsys):
     _sweep_fit({"intra": 2, "inter": 2, "flat": 4}).to_parquet(sweep)
     run = write_run(tmp_path / "r", "hsadmm", iterations=3)
     out = tmp_path / "mc.json"
-    assert main(["cluster-from-sweep", "--collectives", str(sweep), "--compute-from-run", str(run),
-                 "--out", str(out)]) == 0  # fmt: skip
+    assert (
+        main(["cluster-from-sweep", "--collectives", str(sweep), "--compute-from-run", str(run), "--out", str(out)])
+        == 0
+    )
     raw = json.loads(out.read_text())
     assert raw["name"] == "mc" and raw["compute_s_per_sample"]["resnet20"]["status"] == "measured"
     assert raw["device"]["memory_bytes_per_s"]["value"] > 0
-    assert main(["project", "--cluster", str(out), "--model", "resnet20", "--dataset", "digits", "--gpus", "2,4",
-                 "--extend-to", "8", "--batch-size", "32", "--local-epochs", "1",
-                 "--out", str(tmp_path / "p")]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "project",
+                "--cluster",
+                str(out),
+                "--model",
+                "resnet20",
+                "--dataset",
+                "digits",
+                "--gpus",
+                "2,4",
+                "--extend-to",
+                "8",
+                "--batch-size",
+                "32",
+                "--local-epochs",
+                "1",
+                "--out",
+                str(tmp_path / "p"),
+            ]
+        )
+        == 0
+    )
     df = pd.read_csv(tmp_path / "p" / "projection_mc_resnet20.csv")
     assert set(df["cluster"]) == {"mc"} and set(df["dataset"]) == {"digits"}
     assert sorted(df["gpus"].unique()) == [2, 4, 8]
@@ -349,10 +440,21 @@ def test_sweep_fit_on_last_arriver_times_recovers_the_link(tmp_path):
     for level, op, g in (("intra", "allreduce", 2), ("inter", "allreduce", 2)):
         for n in sizes:
             term = bytes_factor(op, g) * n
-            rows.append({"level": level, "op": op, "size_bytes": n, "seconds": alpha + term / beta + 3e-3,
-                         "seconds_last": alpha + term / beta, "members": g, "bytes_term": term,
-                         "link_model": "netns-tc", "nodes": 2, "procs_per_node": 2,
-                         "link_bytes_per_s": beta})  # fmt: skip
+            rows.append(
+                {
+                    "level": level,
+                    "op": op,
+                    "size_bytes": n,
+                    "seconds": alpha + term / beta + 3e-3,
+                    "seconds_last": alpha + term / beta,
+                    "members": g,
+                    "bytes_term": term,
+                    "link_model": "netns-tc",
+                    "nodes": 2,
+                    "procs_per_node": 2,
+                    "link_bytes_per_s": beta,
+                }
+            )
     sweep = tmp_path / "coll.parquet"
     pd.DataFrame(rows).to_parquet(sweep)
     last = calibrate.read_fit_table(sweep, "last").set_index(["level", "op"])

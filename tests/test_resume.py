@@ -14,9 +14,30 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
 
-ARGS = ["--method", "hsadmm", "--nodes", "1", "--procs-per-node", "2", "--iterations", "4", "--local-epochs", "1",
-        "--train-subset", "128", "--rho-intra", "0.05", "--rho-inter", "0.005", "--freeze-iteration", "3",
-        "--bn-batches", "2", "--name", "resume"]  # fmt: skip
+ARGS = [
+    "--method",
+    "hsadmm",
+    "--nodes",
+    "1",
+    "--procs-per-node",
+    "2",
+    "--iterations",
+    "4",
+    "--local-epochs",
+    "1",
+    "--train-subset",
+    "128",
+    "--rho-intra",
+    "0.05",
+    "--rho-inter",
+    "0.005",
+    "--freeze-iteration",
+    "3",
+    "--bn-batches",
+    "2",
+    "--name",
+    "resume",
+]
 
 
 def _run(results: Path, kill_after_iteration: int | None = None) -> subprocess.CompletedProcess | None:

@@ -17,8 +17,14 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def ddp_run(data_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    cfg = RunConfig(method="ddp", nodes=2, procs_per_node=2, epochs=3, data_root=str(data_root),
-                    results=str(tmp_path_factory.mktemp("results")))  # fmt: skip
+    cfg = RunConfig(
+        method="ddp",
+        nodes=2,
+        procs_per_node=2,
+        epochs=3,
+        data_root=str(data_root),
+        results=str(tmp_path_factory.mktemp("results")),
+    )
     return launch(cfg, echo=False)
 
 

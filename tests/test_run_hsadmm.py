@@ -16,10 +16,23 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def run(data_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    admm = ADMMConfig(iterations=6, local_epochs=1, channel_keep=0.5, rho_intra=0.05, rho_inter=0.005,
-                      freeze_iteration=4, retrain_epochs=2)  # fmt: skip
-    cfg = RunConfig(method="hsadmm", nodes=2, procs_per_node=2, admm=admm, data_root=str(data_root),
-                    results=str(tmp_path_factory.mktemp("results")))  # fmt: skip
+    admm = ADMMConfig(
+        iterations=6,
+        local_epochs=1,
+        channel_keep=0.5,
+        rho_intra=0.05,
+        rho_inter=0.005,
+        freeze_iteration=4,
+        retrain_epochs=2,
+    )
+    cfg = RunConfig(
+        method="hsadmm",
+        nodes=2,
+        procs_per_node=2,
+        admm=admm,
+        data_root=str(data_root),
+        results=str(tmp_path_factory.mktemp("results")),
+    )
     return launch(cfg, echo=False)
 
 
@@ -53,8 +66,9 @@ def test_inter_node_bytes_are_the_kept_slices(run: Path) -> None:
     assert (glob[glob["iteration"] >= 4]["drift"] == 0).all()
     # steps.inter_bytes: what the comm table says crossed nodes
     steps = pd.read_parquet(run / "steps.parquet").set_index("iteration")
-    pd.testing.assert_series_equal(steps["inter_bytes"], comm.groupby("iteration")["inter_bytes"].sum(),
-                                   check_names=False)  # fmt: skip
+    pd.testing.assert_series_equal(
+        steps["inter_bytes"], comm.groupby("iteration")["inter_bytes"].sum(), check_names=False
+    )
 
 
 def test_residuals_fall(run: Path) -> None:

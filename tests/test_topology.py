@@ -17,8 +17,14 @@ def test_torchrun_multi_node() -> None:
 
 
 def test_slurm_environment() -> None:
-    env = {"SLURM_JOB_ID": "1", "SLURM_PROCID": "4", "SLURM_NTASKS": "8", "SLURM_LOCALID": "0",
-           "SLURM_NODEID": "1", "SLURM_TASKS_PER_NODE": "4(x2)"}  # fmt: skip
+    env = {
+        "SLURM_JOB_ID": "1",
+        "SLURM_PROCID": "4",
+        "SLURM_NTASKS": "8",
+        "SLURM_LOCALID": "0",
+        "SLURM_NODEID": "1",
+        "SLURM_TASKS_PER_NODE": "4(x2)",
+    }
     t = discover(env=env)
     assert (t.nodes, t.procs_per_node, t.node, t.is_leader, t.role) == (2, 4, 1, True, "leader")
 
@@ -37,7 +43,13 @@ def test_world_that_is_not_m_times_p() -> None:
 
 
 def test_non_blockwise_placement_is_refused() -> None:
-    env = {"SLURM_JOB_ID": "1", "SLURM_PROCID": "1", "SLURM_NTASKS": "4", "SLURM_LOCALID": "0",
-           "SLURM_NODEID": "1", "SLURM_TASKS_PER_NODE": "2(x2)"}  # fmt: skip
+    env = {
+        "SLURM_JOB_ID": "1",
+        "SLURM_PROCID": "1",
+        "SLURM_NTASKS": "4",
+        "SLURM_LOCALID": "0",
+        "SLURM_NODEID": "1",
+        "SLURM_TASKS_PER_NODE": "2(x2)",
+    }
     with pytest.raises(TopologyError, match="blockwise"):
         discover(env=env)

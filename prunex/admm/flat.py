@@ -107,8 +107,13 @@ class FlatADMM:
             self.z[n].copy_(z_new)
             r = self.theta[n].detach() - self.z[n]
             self.u[n].add_(r)
-            sq[n] = [r.norm().item() ** 2, self.theta[n].norm().item() ** 2, self.u[n].norm().item() ** 2,
-                     self.z[n].norm().item() ** 2, dz**2]  # fmt: skip
+            sq[n] = [
+                r.norm().item() ** 2,
+                self.theta[n].norm().item() ** 2,
+                self.u[n].norm().item() ** 2,
+                self.z[n].norm().item() ** 2,
+                dz**2,
+            ]
         for j, x in enumerate(bnames):
             self.buffers[x].copy_(b.view(len(self.names) + j, self.buffers[x].shape) / N)
 
@@ -124,29 +129,59 @@ class FlatADMM:
         for row, n in zip(table.cpu().tolist(), self.names, strict=True):
             r, th, u = (math.sqrt(max(x, 0.0)) for x in row)
             z_norm, dz = math.sqrt(N * sq[n][3]), math.sqrt(N * sq[n][4])  # z is the same on every rank
-            ep, ed = tolerances(numel=N * self.theta[n].numel(), x_norm=th, z_norm=z_norm, scaled_dual_norm=u,
-                                rho=self.rho[n], eps_abs=self.cfg.eps_abs, eps_rel=self.cfg.eps_rel)  # fmt: skip
+            ep, ed = tolerances(
+                numel=N * self.theta[n].numel(),
+                x_norm=th,
+                z_norm=z_norm,
+                scaled_dual_norm=u,
+                rho=self.rho[n],
+                eps_abs=self.cfg.eps_abs,
+                eps_rel=self.cfg.eps_rel,
+            )
             residuals[n] = LevelResidual(r, self.rho[n] * dz, ep, ed)
         rows = [
-            {"iteration": k, "rank": topo.rank, "node": topo.node, "layer": n, "level": "flat",
-             "primal": math.sqrt(sq[n][0]), "dual": self.rho[n] * math.sqrt(sq[n][4]), "rho": self.rho[n]}
+            {
+                "iteration": k,
+                "rank": topo.rank,
+                "node": topo.node,
+                "layer": n,
+                "level": "flat",
+                "primal": math.sqrt(sq[n][0]),
+                "dual": self.rho[n] * math.sqrt(sq[n][4]),
+                "rho": self.rho[n],
+            }
             for n in self.names
-        ]  # fmt: skip
+        ]
         if self.cfg.adaptive_rho:
             rebalance(self.rho, self.u, residuals, self.cfg)
         mask_rows = []
         if topo.rank == 0:
             mask_rows = [
-                {"iteration": k, "layer": n, "kind": "global", "node": -1, "kept_out": len(g.out_idx),
-                 "total_out": len(g.out_keep), "kept_in": len(g.in_idx), "total_in": len(g.in_keep),
-                 "density": g.density(), "drift": drift.get(n, 0)}
+                {
+                    "iteration": k,
+                    "layer": n,
+                    "kind": "global",
+                    "node": -1,
+                    "kept_out": len(g.out_idx),
+                    "total_out": len(g.out_keep),
+                    "kept_in": len(g.in_idx),
+                    "total_in": len(g.in_keep),
+                    "density": g.density(),
+                    "drift": drift.get(n, 0),
+                }
                 for n, g in self.masks.items()
-            ]  # fmt: skip
+            ]
         return ConsensusResult(all(r.converged for r in residuals.values()), froze_now, rows, mask_rows)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"u": self.u, "z": self.z, "rho": self.rho, "frozen": self.frozen, "stable": self.stable,
-                "masks": {n: g.vector() for n, g in self.masks.items()}}  # fmt: skip
+        return {
+            "u": self.u,
+            "z": self.z,
+            "rho": self.rho,
+            "frozen": self.frozen,
+            "stable": self.stable,
+            "masks": {n: g.vector() for n, g in self.masks.items()},
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         for key in ("u", "z"):

@@ -307,10 +307,12 @@ class HSADMM:
         leader = 1.0 if topo.is_leader else 0.0
         # columns: intra r^2, theta^2, z_i^2, u^2 (every rank); inter r^2, z^2, v^2, dz_i^2, dz^2 (leaders)
         table = torch.tensor(
-            [[q[1], q[2], q[3], q[4], leader * q[5], leader * q[6], leader * q[7], leader * q[0], leader * q[8]]
-             for q in (sq[n] for n in self.names)],
+            [
+                [q[1], q[2], q[3], q[4], leader * q[5], leader * q[6], leader * q[7], leader * q[0], leader * q[8]]
+                for q in (sq[n] for n in self.names)
+            ],
             dtype=torch.float64,
-        )  # fmt: skip
+        )
         dev = next(iter(self.theta.values())).device
         table = table.to(dev)
         self.comm.all_reduce(table, "flat", "sum")
@@ -324,12 +326,26 @@ class HSADMM:
             r1, r2 = self.rho_intra[n], self.rho_inter[n]
             # dz_i is replicated on the node's P ranks: the leaders' sum counts each node once
             # stacked over the N copies: ||z|| of the intra level is sqrt(sum over ranks ||z_i||^2) = zi
-            ep, ed = tolerances(numel=N * numel, x_norm=th, z_norm=zi, scaled_dual_norm=u, rho=r1,
-                                eps_abs=cfg.eps_abs, eps_rel=cfg.eps_rel)  # fmt: skip
+            ep, ed = tolerances(
+                numel=N * numel,
+                x_norm=th,
+                z_norm=zi,
+                scaled_dual_norm=u,
+                rho=r1,
+                eps_abs=cfg.eps_abs,
+                eps_rel=cfg.eps_rel,
+            )
             intra = LevelResidual(r_in, r1 * math.sqrt(topo.procs_per_node) * dzi, ep, ed)
             # stacked over the M nodes: the leaders' sums count every node once
-            ep, ed = tolerances(numel=M * numel, x_norm=zi / math.sqrt(topo.procs_per_node), z_norm=z,
-                                scaled_dual_norm=v, rho=r2, eps_abs=cfg.eps_abs, eps_rel=cfg.eps_rel)  # fmt: skip
+            ep, ed = tolerances(
+                numel=M * numel,
+                x_norm=zi / math.sqrt(topo.procs_per_node),
+                z_norm=z,
+                scaled_dual_norm=v,
+                rho=r2,
+                eps_abs=cfg.eps_abs,
+                eps_rel=cfg.eps_rel,
+            )
             inter = LevelResidual(r_x, r2 * dz, ep, ed)
             out[n] = (intra, inter)
         return out
@@ -340,11 +356,25 @@ class HSADMM:
         for n in self.names:
             q = sq[n]
             base = {"iteration": k, "rank": topo.rank, "node": topo.node, "layer": n}
-            rows.append(base | {"level": "intra", "primal": math.sqrt(q[1]), "dual": self.rho_intra[n]
-                                * math.sqrt(q[0]), "rho": self.rho_intra[n]})  # fmt: skip
+            rows.append(
+                base
+                | {
+                    "level": "intra",
+                    "primal": math.sqrt(q[1]),
+                    "dual": self.rho_intra[n] * math.sqrt(q[0]),
+                    "rho": self.rho_intra[n],
+                }
+            )
             if topo.is_leader:
-                rows.append(base | {"level": "inter", "primal": math.sqrt(q[5]), "dual": self.rho_inter[n]
-                                    * math.sqrt(q[8]), "rho": self.rho_inter[n]})  # fmt: skip
+                rows.append(
+                    base
+                    | {
+                        "level": "inter",
+                        "primal": math.sqrt(q[5]),
+                        "dual": self.rho_inter[n] * math.sqrt(q[8]),
+                        "rho": self.rho_inter[n],
+                    }
+                )
         return rows
 
     def _balance(self, residuals: dict[str, tuple[LevelResidual, LevelResidual]]) -> None:
@@ -357,23 +387,45 @@ class HSADMM:
         for n, g in self.masks.items():
             common = {"iteration": k, "layer": n, "total_out": len(g.out_keep), "total_in": len(g.in_keep)}
             if topo.rank == 0:
-                rows.append(common | {"kind": "global", "node": -1, "kept_out": len(g.out_idx),
-                                      "kept_in": len(g.in_idx), "density": g.density(),
-                                      "drift": drift.get(n, 0)})  # fmt: skip
+                rows.append(
+                    common
+                    | {
+                        "kind": "global",
+                        "node": -1,
+                        "kept_out": len(g.out_idx),
+                        "kept_in": len(g.in_idx),
+                        "density": g.density(),
+                        "drift": drift.get(n, 0),
+                    }
+                )
             if dynamic and topo.is_leader and n in self.node_masks:
                 nm = self.node_masks[n]
-                rows.append(common | {"kind": "node", "node": topo.node, "kept_out": len(nm.out_idx),
-                                      "kept_in": len(nm.in_idx), "density": nm.density(), "drift": 0})  # fmt: skip
+                rows.append(
+                    common
+                    | {
+                        "kind": "node",
+                        "node": topo.node,
+                        "kept_out": len(nm.out_idx),
+                        "kept_in": len(nm.in_idx),
+                        "density": nm.density(),
+                        "drift": 0,
+                    }
+                )
         return rows
 
     # -- checkpoint -------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         return {
-            "u": self.u, "v": self.v, "z_node": self.z_node, "z": self.z,
-            "rho_intra": self.rho_intra, "rho_inter": self.rho_inter,
+            "u": self.u,
+            "v": self.v,
+            "z_node": self.z_node,
+            "z": self.z,
+            "rho_intra": self.rho_intra,
+            "rho_inter": self.rho_inter,
             "masks": {n: g.vector() for n, g in self.masks.items()},
-            "frozen": self.frozen, "stable": self.stable,
-        }  # fmt: skip
+            "frozen": self.frozen,
+            "stable": self.stable,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         for key in ("u", "v", "z_node", "z"):

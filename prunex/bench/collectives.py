@@ -84,22 +84,54 @@ LEVELS = ("intra", "inter", "flat")
 OPS = ("allreduce", "broadcast")
 DEFAULT_SIZES = "1KB..256MB"
 _UNITS = {
-    "": 1, "b": 1,
-    "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10,
-    "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20,
-    "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
-}  # fmt: skip
+    "": 1,
+    "b": 1,
+    "k": 1 << 10,
+    "kb": 1 << 10,
+    "kib": 1 << 10,
+    "m": 1 << 20,
+    "mb": 1 << 20,
+    "mib": 1 << 20,
+    "g": 1 << 30,
+    "gb": 1 << 30,
+    "gib": 1 << 30,
+}
 ELEMENT_BYTES = 4  # float32 payloads
 SMALL_BYTES = 1 << 20  # below this, small_repeats timed calls per size
 FIT_WEIGHTINGS = ("scaled", "relative", "absolute")
 MEASUREMENT_COLUMNS = [
-    "level", "op", "size_bytes", "seconds", "seconds_min", "seconds_max", "repeats", "members", "bytes_term",
-    "busbw_bytes_per_s", "link_model", "nodes", "procs_per_node", "link_bytes_per_s", "seconds_last",
-]  # fmt: skip
+    "level",
+    "op",
+    "size_bytes",
+    "seconds",
+    "seconds_min",
+    "seconds_max",
+    "repeats",
+    "members",
+    "bytes_term",
+    "busbw_bytes_per_s",
+    "link_model",
+    "nodes",
+    "procs_per_node",
+    "link_bytes_per_s",
+    "seconds_last",
+]
 FIT_COLUMNS = [
-    "level", "op", "alpha_s", "beta_bytes_per_s", "r2", "max_rel_err", "n_points", "members", "bytes_factor",
-    "fit", "link_model", "nodes", "procs_per_node", "link_bytes_per_s",
-]  # fmt: skip
+    "level",
+    "op",
+    "alpha_s",
+    "beta_bytes_per_s",
+    "r2",
+    "max_rel_err",
+    "n_points",
+    "members",
+    "bytes_factor",
+    "fit",
+    "link_model",
+    "nodes",
+    "procs_per_node",
+    "link_bytes_per_s",
+]
 
 
 class BenchError(RuntimeError):
@@ -361,10 +393,17 @@ def sweep(comm, topo, groups, levels, ops, sizes, warmup, repeats: dict[int, int
                         raise BenchError(f"unknown op {op!r}")
                 recs = comm.drain()[warmup:]
                 rows += [
-                    {"level": level, "op": op, "size_bytes": size, "rep": i, "seconds": r["seconds"],
-                     "members": len(members), "rank": topo.rank}
+                    {
+                        "level": level,
+                        "op": op,
+                        "size_bytes": size,
+                        "rep": i,
+                        "seconds": r["seconds"],
+                        "members": len(members),
+                        "rank": topo.rank,
+                    }
                     for i, r in enumerate(recs)
-                ]  # fmt: skip
+                ]
     return rows
 
 
@@ -430,31 +469,48 @@ def run(
     try:
         link = LinkConfig(model=link_model, alpha_s=alpha_s, bandwidth_gbit=bandwidth_gbit)
         config = RunConfig(
-            method="ddp", nodes=nodes, procs_per_node=procs_per_node, executor=executor,
-            name="bench-collectives", experiment="bench", results=str(Path(folder).parent),
-            collective_timeout_s=timeout_s, link=link,
-        )  # fmt: skip
+            method="ddp",
+            nodes=nodes,
+            procs_per_node=procs_per_node,
+            executor=executor,
+            name="bench-collectives",
+            experiment="bench",
+            results=str(Path(folder).parent),
+            collective_timeout_s=timeout_s,
+            link=link,
+        )
     except ConfigError as e:
         raise BenchError(str(e)) from None
     spec = {
-        "nodes": nodes, "procs_per_node": procs_per_node, "executor": executor,
-        "levels": list(levels), "ops": list(ops), "sizes": list(sizes), "warmup": warmup, "repeats": repeats,
+        "nodes": nodes,
+        "procs_per_node": procs_per_node,
+        "executor": executor,
+        "levels": list(levels),
+        "ops": list(ops),
+        "sizes": list(sizes),
+        "warmup": warmup,
+        "repeats": repeats,
         "small_repeats": small_repeats,
-        "timeout_s": timeout_s, "link": {"model": link.model, "alpha_s": link.alpha_s,
-                                         "bandwidth_gbit": link.bandwidth_gbit},
-    }  # fmt: skip
+        "timeout_s": timeout_s,
+        "link": {"model": link.model, "alpha_s": link.alpha_s, "bandwidth_gbit": link.bandwidth_gbit},
+    }
     slurm = SlurmOptions(time_min=time_min) if time_min else None
     ex = make_executor(config, folder, slurm)
     t0 = time.monotonic()
     job = ex.submit(BenchJob(spec))
     if echo:
-        print(f"[bench] submitted job {job.job_id} ({executor}, {nodes}x{procs_per_node}), sizes "
-              f"{human_size(sizes[0])}..{human_size(sizes[-1])}, logs in {folder}", flush=True)  # fmt: skip
+        print(
+            f"[bench] submitted job {job.job_id} ({executor}, {nodes}x{procs_per_node}), sizes "
+            f"{human_size(sizes[0])}..{human_size(sizes[-1])}, logs in {folder}",
+            flush=True,
+        )
     try:
         results = job.results()
     except Exception as e:
-        raise BenchError(f"benchmark job {job.job_id} failed (logs in {folder}): "
-                         f"{str(e).strip().splitlines()[-1] if str(e).strip() else e!r}") from e  # fmt: skip
+        raise BenchError(
+            f"benchmark job {job.job_id} failed (logs in {folder}): "
+            f"{str(e).strip().splitlines()[-1] if str(e).strip() else e!r}"
+        ) from e
     if echo:
         hosts = sorted({r["host"] for r in results})
         print(f"[bench] job {job.job_id} done in {time.monotonic() - t0:.1f}s on {', '.join(hosts)}", flush=True)
@@ -473,8 +529,9 @@ def run(
 
 def fit_path(out: str | Path) -> Path:
     out = Path(out)
-    return out.with_name(out.name[: -len(".parquet")] + ".fit.parquet" if out.name.endswith(".parquet")
-                         else out.name + ".fit.parquet")  # fmt: skip
+    return out.with_name(
+        out.name[: -len(".parquet")] + ".fit.parquet" if out.name.endswith(".parquet") else out.name + ".fit.parquet"
+    )
 
 
 def read_results(out: str | Path):
@@ -490,8 +547,10 @@ def format_report(measurements, fit) -> str:
     lines.append(f"{'level':6} {'op':9} {'g':>2} {'alpha_us':>10} {'beta_Gbit/s':>12} {'r2':>7} {'max_rel_err':>11}")
     for r in fit.itertuples():
         beta = r.beta_bytes_per_s * 8 / 1e9
-        lines.append(f"{r.level:6} {r.op:9} {r.members:>2} {r.alpha_s * 1e6:>10.1f} {beta:>12.3f} {r.r2:>7.4f} "
-                     f"{r.max_rel_err:>11.3f}")  # fmt: skip
+        lines.append(
+            f"{r.level:6} {r.op:9} {r.members:>2} {r.alpha_s * 1e6:>10.1f} {beta:>12.3f} {r.r2:>7.4f} "
+            f"{r.max_rel_err:>11.3f}"
+        )
     largest = measurements[measurements["size_bytes"] == measurements["size_bytes"].max()]
     rate = float(measurements["link_bytes_per_s"].iloc[0]) if len(measurements) else math.nan
     lines.append(f"at the largest size ({human_size(largest['size_bytes'].max())}): bus bandwidth")
@@ -508,20 +567,31 @@ def format_report(measurements, fit) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m prunex.bench.collectives", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p = argparse.ArgumentParser(
+        prog="python -m prunex.bench.collectives",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--sizes", default=DEFAULT_SIZES, help="A..B (powers of 4), a comma list, or one size")
     p.add_argument("--nodes", type=int, default=2)
     p.add_argument("--procs-per-node", type=int, default=2)
-    p.add_argument("--executor", default="auto", choices=("auto", "slurm", "local"),
-                   help="auto: slurm when a Slurm controller answers, else local")  # fmt: skip
+    p.add_argument(
+        "--executor",
+        default="auto",
+        choices=("auto", "slurm", "local"),
+        help="auto: slurm when a Slurm controller answers, else local",
+    )
     p.add_argument("--levels", default=",".join(LEVELS))
     p.add_argument("--ops", default=",".join(OPS))
     p.add_argument("--repeats", type=int, default=5, help="timed calls per size from 1 MB on")
     p.add_argument("--small-repeats", type=int, default=20, help="timed calls per size below 1 MB")
     p.add_argument("--warmup", type=int, default=1)
-    p.add_argument("--link-model", default=None, choices=("none", "alpha-beta"),
-                   help="default: alpha-beta with --executor local, none (real links) otherwise")  # fmt: skip
+    p.add_argument(
+        "--link-model",
+        default=None,
+        choices=("none", "alpha-beta"),
+        help="default: alpha-beta with --executor local, none (real links) otherwise",
+    )
     p.add_argument("--alpha", type=float, default=5e-5, help="alpha-beta link model: latency per hop (s)")
     p.add_argument("--bandwidth-gbit", type=float, default=1.0, help="alpha-beta link model: link rate")
     p.add_argument("--fit", default="scaled", choices=FIT_WEIGHTINGS, help="least-squares weighting (see above)")
@@ -543,12 +613,22 @@ def main(argv: list[str] | None = None) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         folder = out.with_name(out.name.removesuffix(".parquet") + ".submitit")
         meas = run(
-            sizes, nodes=args.nodes, procs_per_node=args.procs_per_node, executor=args.executor,
-            levels=[x for x in args.levels.split(",") if x], ops=[x for x in args.ops.split(",") if x],
-            repeats=args.repeats, small_repeats=args.small_repeats, warmup=args.warmup,
-            link_model=args.link_model, alpha_s=args.alpha, bandwidth_gbit=args.bandwidth_gbit, folder=folder,
-            time_min=args.time_min, timeout_s=args.timeout,
-        )  # fmt: skip
+            sizes,
+            nodes=args.nodes,
+            procs_per_node=args.procs_per_node,
+            executor=args.executor,
+            levels=[x for x in args.levels.split(",") if x],
+            ops=[x for x in args.ops.split(",") if x],
+            repeats=args.repeats,
+            small_repeats=args.small_repeats,
+            warmup=args.warmup,
+            link_model=args.link_model,
+            alpha_s=args.alpha,
+            bandwidth_gbit=args.bandwidth_gbit,
+            folder=folder,
+            time_min=args.time_min,
+            timeout_s=args.timeout,
+        )
         fit = fit_table(meas, args.fit)
     except (BenchError, OSError) as e:
         print(f"prunex.bench.collectives: {e}", file=sys.stderr)

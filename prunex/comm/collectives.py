@@ -88,9 +88,7 @@ class Comm:
     def record(self, level: str, op: str, nbytes: int, seconds: float, root: int = 0) -> CommRecord:
         """Record one collective (used directly by asynchronous paths such as DDP's hook)."""
         inter, intra = wire_bytes(self.topo, level, op, nbytes, root)
-        rec = CommRecord(
-            self.iteration, self.topo.rank, self.topo.node, level, op, int(nbytes), seconds, inter, intra
-        )
+        rec = CommRecord(self.iteration, self.topo.rank, self.topo.node, level, op, int(nbytes), seconds, inter, intra)
         self.records.append(rec)
         if self.topo.rank == min(group_members(self.topo, level)):
             self.job_inter_bytes += sum(

@@ -86,16 +86,21 @@ class ADMMMethod(Method):
         if last and self.ctx.topo.rank == 0:
             self.ctx.log.append("final_masks", self.final_mask_rows())
         evaluate = last or (k + 1) % self.ctx.config.eval_every == 0
-        return IterationResult(train_loss=loss, epoch=float(self.epochs_done), evaluate=evaluate,
-                               extra={"frozen": self.engine.frozen})  # fmt: skip
+        return IterationResult(
+            train_loss=loss, epoch=float(self.epochs_done), evaluate=evaluate, extra={"frozen": self.engine.frozen}
+        )
 
     def final_mask_rows(self) -> list[dict]:
         """The global group masks of the final model, as 0/1 strings (for Fig. 13)."""
         return [
-            {"layer": n, "out_keep": "".join(map(str, g.out_keep.int().tolist())),
-             "in_keep": "".join(map(str, g.in_keep.int().tolist())), "density": g.density()}
+            {
+                "layer": n,
+                "out_keep": "".join(map(str, g.out_keep.int().tolist())),
+                "in_keep": "".join(map(str, g.in_keep.int().tolist())),
+                "density": g.density(),
+            }
             for n, g in self.engine.masks.items()
-        ]  # fmt: skip
+        ]
 
     def eval_model(self) -> nn.Module:
         """The masked consensus z with the consensus BatchNorm statistics."""
@@ -109,9 +114,13 @@ class ADMMMethod(Method):
         return self.eval_copy
 
     def state_dict(self) -> dict[str, Any]:
-        return {"model": self.ctx.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "engine": self.engine.state_dict(), "epochs_done": self.epochs_done,
-                "retrain_left": self.retrain_left}  # fmt: skip
+        return {
+            "model": self.ctx.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "engine": self.engine.state_dict(),
+            "epochs_done": self.epochs_done,
+            "retrain_left": self.retrain_left,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.ctx.model.load_state_dict(state["model"])

@@ -213,9 +213,17 @@ class PacTrain(StepwiseMethod):
         self._apply_mask()
         ctx.log.append(
             "overhead",
-            [{"iteration": ctx.comm.iteration, "rank": ctx.topo.rank, "density": self.density,
-              "pack_s": pack_s, "unpack_s": unpack_s, "mask_s": self._mask_s}],
-        )  # fmt: skip
+            [
+                {
+                    "iteration": ctx.comm.iteration,
+                    "rank": ctx.topo.rank,
+                    "density": self.density,
+                    "pack_s": pack_s,
+                    "unpack_s": unpack_s,
+                    "mask_s": self._mask_s,
+                }
+            ],
+        )
         self._mask_s = 0.0
         return check_finite(loss.item(), "pactrain step")
 

@@ -188,8 +188,10 @@ class TopK(StepwiseMethod):
         if not self.dense:
             return
         comm = self.ctx.comm
-        torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in self.dense],
-                  out=self.dense_buf)  # fmt: skip
+        torch.cat(
+            [(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in self.dense],
+            out=self.dense_buf,
+        )
         comm.all_reduce(self.dense_buf, "flat", "avg")
         pos = 0
         for p in self.dense:
@@ -225,9 +227,16 @@ class TopK(StepwiseMethod):
         self.optimizer.step()
         ctx.log.append(
             "overhead",
-            [{"iteration": ctx.comm.iteration, "rank": ctx.topo.rank, "ratio": self.ratio,
-              "select_s": select_s, "scatter_s": scatter_s}],
-        )  # fmt: skip
+            [
+                {
+                    "iteration": ctx.comm.iteration,
+                    "rank": ctx.topo.rank,
+                    "ratio": self.ratio,
+                    "select_s": select_s,
+                    "scatter_s": scatter_s,
+                }
+            ],
+        )
         return check_finite(loss.item(), "topk step")
 
     # -- resume -----------------------------------------------------------------------------------

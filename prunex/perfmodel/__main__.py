@@ -37,8 +37,10 @@ def _validate(args: argparse.Namespace) -> int:
         row = lfit[lfit["op"] == "allreduce"].iloc[0]
         steps = 2 * (args.loopback_procs - 1)
         loopback = Link(float(row["alpha_s"]) / steps, float(row["beta_bytes_per_s"]))
-        print(f"measured loopback ({args.loopback_procs} processes): alpha {loopback.alpha_s * 1e6:.1f} us/step, "
-              f"beta {loopback.beta / 1e9:.3f} GB/s, r2 {row['r2']:.3f}")  # fmt: skip
+        print(
+            f"measured loopback ({args.loopback_procs} processes): alpha {loopback.alpha_s * 1e6:.1f} us/step, "
+            f"beta {loopback.beta / 1e9:.3f} GB/s, r2 {row['r2']:.3f}"
+        )
     elif args.loopback_alpha_s is not None or args.loopback_beta is not None:
         if args.loopback_alpha_s is None or args.loopback_beta is None:
             raise CalibrationError("give both --loopback-alpha-s and --loopback-beta")
@@ -58,9 +60,15 @@ def _validate(args: argparse.Namespace) -> int:
 
 def _project(args: argparse.Namespace) -> int:
     cluster = with_overrides(load_cluster(args.cluster), args.inter_beta_scale)
-    opts = Options(batch_size=args.batch_size, local_epochs=args.local_epochs, channel_keep=args.channel_keep,
-                   filter_keep=args.filter_keep, topk_ratio=args.topk_ratio, ddp_overlap=args.ddp_overlap,
-                   dynamic_fraction=args.dynamic_fraction)  # fmt: skip
+    opts = Options(
+        batch_size=args.batch_size,
+        local_epochs=args.local_epochs,
+        channel_keep=args.channel_keep,
+        filter_keep=args.filter_keep,
+        topk_ratio=args.topk_ratio,
+        ddp_overlap=args.ddp_overlap,
+        dynamic_fraction=args.dynamic_fraction,
+    )
     gpus = gpu_series([int(g) for g in args.gpus.split(",")], args.extend_to)
     methods = [m for m in args.methods.split(",") if m]
     per_sample = args.compute_s_per_sample
@@ -72,8 +80,12 @@ def _project(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     stem = f"projection_{Path(cluster.path).stem or cluster.name}_{args.model}"
     df.to_csv(out / f"{stem}.csv", index=False)
-    plot_projection(df, out / f"{stem}.png", f"{cluster.name}: {args.model}, {args.dataset}, batch "
-                    f"{args.batch_size}/GPU, channel keep {args.channel_keep}, E = {args.local_epochs}")  # fmt: skip
+    plot_projection(
+        df,
+        out / f"{stem}.png",
+        f"{cluster.name}: {args.model}, {args.dataset}, batch "
+        f"{args.batch_size}/GPU, channel keep {args.channel_keep}, E = {args.local_epochs}",
+    )
     print(format_projection(df, cluster))
     print("assumptions:")
     for note in cluster.assumptions:
@@ -106,16 +118,19 @@ def _cluster_from_sweep(args: argparse.Namespace) -> int:
         procs = int(fit["procs_per_node"].iloc[0])
     out = Path(args.out)
     name = args.name or out.stem
-    raw = cluster_from_sweep(fit, name=name, procs_per_node=procs, compute_runs=args.compute_from_run,
-                             sweep_source=str(args.collectives))  # fmt: skip
+    raw = cluster_from_sweep(
+        fit, name=name, procs_per_node=procs, compute_runs=args.compute_from_run, sweep_source=str(args.collectives)
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(raw, indent=2) + "\n")
     cluster = load_cluster(out)
     net = cluster.network
     compute = ", ".join(f"{m} {v * 1e3:.4g} ms" for m, v in cluster.compute_s_per_sample.items()) or "none"
-    print(f"{name}: {procs} processes per node; intra alpha {net.intra.alpha_s * 1e6:.1f} us/step, beta "
-          f"{net.intra.beta / 1e9:.3f} GB/s; inter alpha {net.inter.alpha_s * 1e6:.1f} us/step, beta "
-          f"{net.inter.beta / 1e9:.4f} GB/s; compute per sample: {compute}")  # fmt: skip
+    print(
+        f"{name}: {procs} processes per node; intra alpha {net.intra.alpha_s * 1e6:.1f} us/step, beta "
+        f"{net.intra.beta / 1e9:.3f} GB/s; inter alpha {net.inter.alpha_s * 1e6:.1f} us/step, beta "
+        f"{net.inter.beta / 1e9:.4f} GB/s; compute per sample: {compute}"
+    )
     print(f"wrote {out}; use it with project --cluster {out}")
     return 0
 

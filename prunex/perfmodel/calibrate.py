@@ -51,8 +51,14 @@ class LinkFit:
     points: int
 
 
-def fit_link(sizes: Sequence[float], seconds: Sequence[float], op: str = "allreduce", members: int = 2,
-             broadcast_algo: str = "ring", weighting: str = "relative") -> LinkFit:  # fmt: skip
+def fit_link(
+    sizes: Sequence[float],
+    seconds: Sequence[float],
+    op: str = "allreduce",
+    members: int = 2,
+    broadcast_algo: str = "ring",
+    weighting: str = "relative",
+) -> LinkFit:
     """Fit ``t(n) = steps(op, p) * alpha + bandwidth_bytes(op, n, p) / beta`` (Hockney 1994 on the
     ring of Thakur et al. 2005) to timings of one op on a group of ``members``.
 
@@ -85,8 +91,13 @@ def fit_link(sizes: Sequence[float], seconds: Sequence[float], op: str = "allred
     mean = np.sum(w * w * t) / np.sum(w * w)
     total = float(np.sum(((t - mean) * w) ** 2))
     r2 = 1.0 - float(np.sum(((t - pred) * w) ** 2)) / total if total > 0 else 1.0
-    return LinkFit(Link(float(intercept) / steps, 1.0 / float(slope)), float(intercept), r2,
-                   float(np.max(np.abs(t - pred) / t)), len(n))  # fmt: skip
+    return LinkFit(
+        Link(float(intercept) / steps, 1.0 / float(slope)),
+        float(intercept),
+        r2,
+        float(np.max(np.abs(t - pred) / t)),
+        len(n),
+    )
 
 
 # -------------------------------------------------------------------------------- fit tables (sweep)
@@ -140,8 +151,18 @@ def fit_measurements(df, weighting: str = "relative", broadcast_algo: str = "rin
     for (level, op), g in df.groupby(["level", "op"], sort=False):
         p = int(g["members"].iloc[0])
         f = fit_link(g["size_bytes"].tolist(), g["seconds"].tolist(), op, p, broadcast_algo, weighting)
-        rows.append({"level": level, "op": op, "alpha_s": f.call_latency_s, "beta_bytes_per_s": f.link.beta,
-                     "r2": f.r2, "max_rel_err": f.max_rel_err, "members": p, "n_points": f.points})  # fmt: skip
+        rows.append(
+            {
+                "level": level,
+                "op": op,
+                "alpha_s": f.call_latency_s,
+                "beta_bytes_per_s": f.link.beta,
+                "r2": f.r2,
+                "max_rel_err": f.max_rel_err,
+                "members": p,
+                "n_points": f.points,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -157,8 +178,14 @@ def links_from_fit_table(fit, broadcast_algo: str = "ring") -> dict[tuple[str, s
     return out
 
 
-def network_from_fit(fit, *, emulated: bool = False, inter: Link | None = None, broadcast_algo: str = "tree",
-                     undelayed: frozenset[tuple[str, str]] = frozenset()) -> Network:  # fmt: skip
+def network_from_fit(
+    fit,
+    *,
+    emulated: bool = False,
+    inter: Link | None = None,
+    broadcast_algo: str = "tree",
+    undelayed: frozenset[tuple[str, str]] = frozenset(),
+) -> Network:
     """A Network from a sweep's fit table.
 
     Real links: intra/inter/flat from the allreduce fits of each level (broadcast fits where present).
@@ -172,13 +199,25 @@ def network_from_fit(fit, *, emulated: bool = False, inter: Link | None = None, 
     if emulated:
         if inter is None:
             raise CalibrationError("an emulated network needs the modelled inter-node link")
-        return Network(intra, inter, intra_broadcast=links.get(("intra", "broadcast")),
-                       broadcast_algo=broadcast_algo, emulated=True, undelayed=undelayed)  # fmt: skip
+        return Network(
+            intra,
+            inter,
+            intra_broadcast=links.get(("intra", "broadcast")),
+            broadcast_algo=broadcast_algo,
+            emulated=True,
+            undelayed=undelayed,
+        )
     inter = inter or links.get(("inter", "allreduce"))
     if inter is None:
         raise CalibrationError("the fit table has no inter-level allreduce fit")
-    return Network(intra, inter, links.get(("intra", "broadcast")), links.get(("inter", "broadcast")),
-                   links.get(("flat", "allreduce")), broadcast_algo)  # fmt: skip
+    return Network(
+        intra,
+        inter,
+        links.get(("intra", "broadcast")),
+        links.get(("inter", "broadcast")),
+        links.get(("flat", "allreduce")),
+        broadcast_algo,
+    )
 
 
 # -------------------------------------------------------------------------------- loopback sweep
@@ -213,8 +252,12 @@ def _loopback_worker(rank: int, world: int, port: int, sizes: list[int], repeats
         dist.destroy_process_group()
 
 
-def measure_loopback(procs: int = 2, sizes: Sequence[int] = tuple(4096 * 4**i for i in range(6)),
-                     repeats: int = 7, weighting: str = "relative"):  # fmt: skip
+def measure_loopback(
+    procs: int = 2,
+    sizes: Sequence[int] = tuple(4096 * 4**i for i in range(6)),
+    repeats: int = 7,
+    weighting: str = "relative",
+):
     """Time gloo allreduce and broadcast between ``procs`` processes of this machine (loopback TCP) and
     fit them: a fit table (level ``intra``) for :func:`network_from_fit`. A call's time is its
     slowest member's; the median over ``repeats`` calls is fitted."""
@@ -228,8 +271,10 @@ def measure_loopback(procs: int = 2, sizes: Sequence[int] = tuple(4096 * 4**i fo
     env = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS",)}
     os.environ["OMP_NUM_THREADS"] = "1"
     try:
-        ps = [ctx.Process(target=_loopback_worker, args=(r, procs, port, list(sizes), repeats, queue))
-              for r in range(procs)]  # fmt: skip
+        ps = [
+            ctx.Process(target=_loopback_worker, args=(r, procs, port, list(sizes), repeats, queue))
+            for r in range(procs)
+        ]
         for p in ps:
             p.start()
         results = [queue.get(timeout=600) for _ in ps]
@@ -248,8 +293,12 @@ def measure_loopback(procs: int = 2, sizes: Sequence[int] = tuple(4096 * 4**i fo
     per: dict[tuple[str, int], list[float]] = {}
     for (op, n, _), sec in slowest.items():
         per.setdefault((op, n), []).append(sec)
-    meas = pd.DataFrame([{"level": "intra", "op": op, "size_bytes": n, "seconds": statistics.median(v),
-                          "members": procs} for (op, n), v in sorted(per.items())])  # fmt: skip
+    meas = pd.DataFrame(
+        [
+            {"level": "intra", "op": op, "size_bytes": n, "seconds": statistics.median(v), "members": procs}
+            for (op, n), v in sorted(per.items())
+        ]
+    )
     return meas, fit_measurements(meas, weighting, broadcast_algo="tree")
 
 
@@ -352,12 +401,18 @@ def load_cluster(name_or_path: str | Path) -> Cluster:
         mem = _value(dev.get("memory_bytes_per_s", 900e9), "device.memory_bytes_per_s", notes)
         mem *= _value(dev.get("memory_efficiency", 1.0), "device.memory_efficiency", notes)
         launch = _value(dev.get("kernel_launch_s", 5e-6), "device.kernel_launch_s", notes)
-        compute = {m: _value(v, f"compute_s_per_sample.{m}", notes)
-                   for m, v in raw.get("compute_s_per_sample", {}).items()}  # fmt: skip
+        compute = {
+            m: _value(v, f"compute_s_per_sample.{m}", notes) for m, v in raw.get("compute_s_per_sample", {}).items()
+        }
         datasets = {**DATASET_SIZES, **{k: int(v) for k, v in raw.get("datasets", {}).items()}}
-        net = Network(intra, inter, _optional_link(raw, "intra_broadcast", notes),
-                      _optional_link(raw, "inter_broadcast", notes), _optional_link(raw, "flat", notes),
-                      broadcast_algo=raw.get("broadcast_algo", "ring"))  # fmt: skip
+        net = Network(
+            intra,
+            inter,
+            _optional_link(raw, "intra_broadcast", notes),
+            _optional_link(raw, "inter_broadcast", notes),
+            _optional_link(raw, "flat", notes),
+            broadcast_algo=raw.get("broadcast_algo", "ring"),
+        )
         gpn = int(_value(raw["gpus_per_node"], "gpus_per_node", notes))
     except KeyError as e:
         raise CalibrationError(f"{path}: missing key {e}") from None
@@ -395,9 +450,16 @@ def _measured(value: float, source: str) -> dict[str, Any]:
     return {"value": float(value), "status": "measured", "source": source}
 
 
-def cluster_from_sweep(fit, *, name: str, procs_per_node: int, compute_runs: Sequence[str | Path] = (),
-                       sweep_source: str = "", device: tuple[float, float] | None = None,
-                       broadcast_algo: str = "tree") -> dict[str, Any]:  # fmt: skip
+def cluster_from_sweep(
+    fit,
+    *,
+    name: str,
+    procs_per_node: int,
+    compute_runs: Sequence[str | Path] = (),
+    sweep_source: str = "",
+    device: tuple[float, float] | None = None,
+    broadcast_algo: str = "tree",
+) -> dict[str, Any]:
     """A cluster description (the JSON schema of `prunex.perfmodel`) of the cluster a collective sweep ran on.
 
     - ``intra``/``inter``/``flat``: the allreduce fits of each level, ``intra_broadcast``/``inter_broadcast``
@@ -417,13 +479,16 @@ def cluster_from_sweep(fit, *, name: str, procs_per_node: int, compute_runs: Seq
         row = fit[(fit["level"] == level) & (fit["op"] == op)].iloc[0]
         stat = f", {row['time_stat']} times" if "time_stat" in fit.columns else ""
         where = f"{src}: {level} {op} fit over {int(row['members'])} members{stat}"
-        return {"alpha_s": _measured(link.alpha_s, f"{where}, per-call alpha / ring steps"),
-                "beta_bytes_per_s": _measured(link.beta, f"{where}, bus bandwidth")}  # fmt: skip
+        return {
+            "alpha_s": _measured(link.alpha_s, f"{where}, per-call alpha / ring steps"),
+            "beta_bytes_per_s": _measured(link.beta, f"{where}, bus bandwidth"),
+        }
 
     intra, inter = entry("intra", "allreduce"), entry("inter", "allreduce")
     if intra is None or inter is None:
-        raise CalibrationError(f"{src}: needs intra and inter allreduce fits (have: "
-                               f"{', '.join(f'{a}/{b}' for a, b in links) or 'none'})")  # fmt: skip
+        raise CalibrationError(
+            f"{src}: needs intra and inter allreduce fits (have: {', '.join(f'{a}/{b}' for a, b in links) or 'none'})"
+        )
     per_model: dict[str, list[tuple[float, str]]] = {}
     for run in compute_runs:
         run = Path(run)
@@ -433,25 +498,36 @@ def cluster_from_sweep(fit, *, name: str, procs_per_node: int, compute_runs: Seq
     for model, vals in per_model.items():
         values = [v for v, _ in vals]
         listed = ", ".join(f"{r} {v * 1e3:.4g} ms" for v, r in vals)
-        compute[model] = _measured(statistics.median(values), f"median of compute_s per training sample (steps."
-                                   f"parquet, iteration 0 left out) of {len(vals)} run(s): {listed}")  # fmt: skip
+        compute[model] = _measured(
+            statistics.median(values),
+            f"median of compute_s per training sample (steps."
+            f"parquet, iteration 0 left out) of {len(vals)} run(s): {listed}",
+        )
     mem, per_op = device if device is not None else measure_device()
     host = socket.gethostname()
     out: dict[str, Any] = {
         "name": name,
         "description": f"generated by `python -m prunex.perfmodel cluster-from-sweep` from {src}",
         "gpus_per_node": _measured(procs_per_node, "processes per node of the sweep"),
-        "intra": intra, "inter": inter,
+        "intra": intra,
+        "inter": inter,
         "broadcast_algo": broadcast_algo,
-        "device": {"memory_bytes_per_s": _measured(mem, f"torch copy of a 64 MB tensor on {host}"),
-                   "memory_efficiency": 1.0,
-                   "kernel_launch_s": _measured(per_op, f"per small torch op on {host}")},
+        "device": {
+            "memory_bytes_per_s": _measured(mem, f"torch copy of a 64 MB tensor on {host}"),
+            "memory_efficiency": 1.0,
+            "kernel_launch_s": _measured(per_op, f"per small torch op on {host}"),
+        },
         "compute_s_per_sample": compute,
-        "notes": ["gloo broadcasts with a binomial tree (broadcast_algo tree)",
-                  "flat collectives that span nodes use the flat group's own fit"],
-    }  # fmt: skip
-    for key, level, op in (("flat", "flat", "allreduce"), ("intra_broadcast", "intra", "broadcast"),
-                           ("inter_broadcast", "inter", "broadcast")):  # fmt: skip
+        "notes": [
+            "gloo broadcasts with a binomial tree (broadcast_algo tree)",
+            "flat collectives that span nodes use the flat group's own fit",
+        ],
+    }
+    for key, level, op in (
+        ("flat", "flat", "allreduce"),
+        ("intra_broadcast", "intra", "broadcast"),
+        ("inter_broadcast", "inter", "broadcast"),
+    ):
         e = entry(level, op)
         if e is not None:
             out[key] = e

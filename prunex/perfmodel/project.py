@@ -21,11 +21,36 @@ from prunex.perfmodel.workload import Device, Options, epoch_cost, kept_from_kee
 PAPER_SPEEDUP = {"hsadmm": 6.75, "ddp": 5.81, "topk": 3.71}
 PAPER_BASE_GPUS, PAPER_GPUS = 8, 64
 PROJECTION_COLUMNS = [
-    "cluster", "dataset", "model", "method", "gpus", "nodes", "procs_per_node", "shard", "steps_per_epoch",
-    "epoch_s", "compute_s", "compress_s", "comm_s", "hidden_s", "intra_allreduce_s", "inter_allreduce_s",
-    "flat_allreduce_s", "broadcast_s", "allgather_s", "mask_sync_s", "barrier_s", "inter_bytes", "intra_bytes",
-    "iteration_s", "iteration_comm_s", "speedup", "ideal_speedup", "efficiency_pct", "paper_speedup",
-]  # fmt: skip
+    "cluster",
+    "dataset",
+    "model",
+    "method",
+    "gpus",
+    "nodes",
+    "procs_per_node",
+    "shard",
+    "steps_per_epoch",
+    "epoch_s",
+    "compute_s",
+    "compress_s",
+    "comm_s",
+    "hidden_s",
+    "intra_allreduce_s",
+    "inter_allreduce_s",
+    "flat_allreduce_s",
+    "broadcast_s",
+    "allgather_s",
+    "mask_sync_s",
+    "barrier_s",
+    "inter_bytes",
+    "intra_bytes",
+    "iteration_s",
+    "iteration_comm_s",
+    "speedup",
+    "ideal_speedup",
+    "efficiency_pct",
+    "paper_speedup",
+]
 
 
 def gpu_series(base: Sequence[int] = (8, 16, 32, 64), extend_to: int | None = 4096) -> list[int]:
@@ -48,17 +73,25 @@ def layout(gpus: int, gpus_per_node: int) -> tuple[int, int]:
     return gpus // gpus_per_node, gpus_per_node
 
 
-def project(cluster: Cluster, model: str = "resnet152", dataset: str = "cifar10",
-            methods: Sequence[str] = ("hsadmm", "ddp", "topk"), gpus: Sequence[int] = (8, 16, 32, 64, 128),
-            opts: Options | None = None, compute_s_per_sample: float | None = None):  # fmt: skip
+def project(
+    cluster: Cluster,
+    model: str = "resnet152",
+    dataset: str = "cifar10",
+    methods: Sequence[str] = ("hsadmm", "ddp", "topk"),
+    gpus: Sequence[int] = (8, 16, 32, 64, 128),
+    opts: Options | None = None,
+    compute_s_per_sample: float | None = None,
+):
     """The projected strong-scaling table (pandas) of ``methods`` over ``gpus``."""
     import pandas as pd
 
     opts = opts or Options()
     c = compute_s_per_sample if compute_s_per_sample is not None else cluster.compute_s_per_sample.get(model)
     if c is None:
-        raise CalibrationError(f"{cluster.name}: no compute_s_per_sample for {model!r} "
-                               f"(have: {', '.join(cluster.compute_s_per_sample) or 'none'}); give one")  # fmt: skip
+        raise CalibrationError(
+            f"{cluster.name}: no compute_s_per_sample for {model!r} "
+            f"(have: {', '.join(cluster.compute_s_per_sample) or 'none'}); give one"
+        )
     if dataset not in cluster.dataset_sizes:
         raise CalibrationError(f"unknown dataset size of {dataset!r}")
     size = cluster.dataset_sizes[dataset]
@@ -77,11 +110,21 @@ def project(cluster: Cluster, model: str = "resnet152", dataset: str = "cifar10"
             if base_t is None:
                 base_t = e["epoch_s"]
             speedup = base_t / e["epoch_s"]
-            rows.append({**e, "cluster": cluster.name, "dataset": dataset, "model": model, "method": method,
-                         "speedup": speedup, "ideal_speedup": n / base_n,
-                         "efficiency_pct": 100.0 * speedup / (n / base_n),
-                         "paper_speedup": PAPER_SPEEDUP.get(method, math.nan)
-                         if (base_n, n) == (PAPER_BASE_GPUS, PAPER_GPUS) else math.nan})  # fmt: skip
+            rows.append(
+                {
+                    **e,
+                    "cluster": cluster.name,
+                    "dataset": dataset,
+                    "model": model,
+                    "method": method,
+                    "speedup": speedup,
+                    "ideal_speedup": n / base_n,
+                    "efficiency_pct": 100.0 * speedup / (n / base_n),
+                    "paper_speedup": PAPER_SPEEDUP.get(method, math.nan)
+                    if (base_n, n) == (PAPER_BASE_GPUS, PAPER_GPUS)
+                    else math.nan,
+                }
+            )
     return pd.DataFrame(rows)[PROJECTION_COLUMNS]
 
 
@@ -96,19 +139,28 @@ def with_overrides(cluster: Cluster, inter_efficiency_scale: float | None = None
 
 def format_projection(df, cluster: Cluster) -> str:
     """Speedup table beside the paper's Fig. 9 numbers."""
-    lines = [f"strong scaling on {cluster.name} ({df['model'].iloc[0]}), relative to {int(df['gpus'].min())} GPUs; "
-             "seconds per epoch (comm: all communication, exposed: not hidden behind the backward pass)",
-             f"{'method':10} {'GPUs':>5} {'epoch s':>9} {'comm s':>8} {'exposed':>8} {'compress s':>10} "
-             f"{'speedup':>8} {'eff %':>6} {'paper':>6}"]  # fmt: skip
+    lines = [
+        f"strong scaling on {cluster.name} ({df['model'].iloc[0]}), relative to {int(df['gpus'].min())} GPUs; "
+        "seconds per epoch (comm: all communication, exposed: not hidden behind the backward pass)",
+        f"{'method':10} {'GPUs':>5} {'epoch s':>9} {'comm s':>8} {'exposed':>8} {'compress s':>10} "
+        f"{'speedup':>8} {'eff %':>6} {'paper':>6}",
+    ]
     for r in df.itertuples():
         paper = f"{r.paper_speedup:6.2f}" if math.isfinite(r.paper_speedup) else ""
-        lines.append(f"{r.method:10} {r.gpus:5d} {r.epoch_s:9.3f} {r.comm_s:8.3f} {r.comm_s - r.hidden_s:8.3f} "
-                     f"{r.compress_s:10.4f} {r.speedup:8.2f} {r.efficiency_pct:6.1f} {paper:>6}")  # fmt: skip
+        lines.append(
+            f"{r.method:10} {r.gpus:5d} {r.epoch_s:9.3f} {r.comm_s:8.3f} {r.comm_s - r.hidden_s:8.3f} "
+            f"{r.compress_s:10.4f} {r.speedup:8.2f} {r.efficiency_pct:6.1f} {paper:>6}"
+        )
     at64 = df[(df["gpus"] == PAPER_GPUS)]
     if len(at64) and int(df["gpus"].min()) == PAPER_BASE_GPUS:
-        lines.append("at 64 GPUs, model vs paper: " + ", ".join(
-            f"{r.method} {r.speedup:.2f}x vs {PAPER_SPEEDUP[r.method]:.2f}x" for r in at64.itertuples()
-            if r.method in PAPER_SPEEDUP))  # fmt: skip
+        lines.append(
+            "at 64 GPUs, model vs paper: "
+            + ", ".join(
+                f"{r.method} {r.speedup:.2f}x vs {PAPER_SPEEDUP[r.method]:.2f}x"
+                for r in at64.itertuples()
+                if r.method in PAPER_SPEEDUP
+            )
+        )
     return "\n".join(lines)
 
 
@@ -127,10 +179,25 @@ def plot_projection(df, path: str | Path, title: str = "") -> None:
         ax2.plot(g["gpus"], g["efficiency_pct"], marker="o", color=line.get_color(), label=f"{method} (model)")
         if method in PAPER_SPEEDUP and base == PAPER_BASE_GPUS:
             s = PAPER_SPEEDUP[method]
-            ax1.scatter([PAPER_GPUS], [s], marker="*", s=140, color=line.get_color(), edgecolors="k", zorder=4,
-                        label=f"{method} (paper)")  # fmt: skip
-            ax2.scatter([PAPER_GPUS], [100 * s / (PAPER_GPUS / base)], marker="*", s=140, color=line.get_color(),
-                        edgecolors="k", zorder=4)  # fmt: skip
+            ax1.scatter(
+                [PAPER_GPUS],
+                [s],
+                marker="*",
+                s=140,
+                color=line.get_color(),
+                edgecolors="k",
+                zorder=4,
+                label=f"{method} (paper)",
+            )
+            ax2.scatter(
+                [PAPER_GPUS],
+                [100 * s / (PAPER_GPUS / base)],
+                marker="*",
+                s=140,
+                color=line.get_color(),
+                edgecolors="k",
+                zorder=4,
+            )
     gp = sorted(df["gpus"].unique())
     ax1.plot(gp, [g / base for g in gp], color="0.5", ls="--", lw=1, label="ideal")
     for ax in (ax1, ax2):

@@ -55,13 +55,35 @@ from prunex.perfmodel.workload import (
 # measure yours (--measure-loopback, or --collectives with a sweep or a `loopback` fit).
 DEFAULT_LOOPBACK = Link(alpha_s=0.91e-3, beta=0.60e9)
 TABLE_COLUMNS = [
-    "run_id", "method", "model", "nodes", "procs_per_node", "link_model", "network", "undelayed", "iterations",
-    "measured_comm_s", "predicted_comm_s", "err_pct", "measured_barrier_s", "measured_transfer_s",
-    "predicted_transfer_s", "err_transfer_pct", "waitfree_comm_s", "err_waitfree_pct",
-    "waitfree_median_comm_s", "err_waitfree_median_pct", "wait_s",
-    "measured_inter_bytes", "predicted_inter_bytes", "bytes_err_pct", "compute_s_per_sample", "within",
-    "within_waitfree", "within_waitfree_median",
-]  # fmt: skip
+    "run_id",
+    "method",
+    "model",
+    "nodes",
+    "procs_per_node",
+    "link_model",
+    "network",
+    "undelayed",
+    "iterations",
+    "measured_comm_s",
+    "predicted_comm_s",
+    "err_pct",
+    "measured_barrier_s",
+    "measured_transfer_s",
+    "predicted_transfer_s",
+    "err_transfer_pct",
+    "waitfree_comm_s",
+    "err_waitfree_pct",
+    "waitfree_median_comm_s",
+    "err_waitfree_median_pct",
+    "wait_s",
+    "measured_inter_bytes",
+    "predicted_inter_bytes",
+    "bytes_err_pct",
+    "compute_s_per_sample",
+    "within",
+    "within_waitfree",
+    "within_waitfree_median",
+]
 
 
 def find_runs(root: str | Path) -> list[Path]:
@@ -120,12 +142,18 @@ def options_of(config: dict[str, Any]) -> Options:
     """The perf-model options of a run's config.json."""
     a, d = config["admm"], config["ddp"]
     return Options(
-        batch_size=int(config["batch_size"]), local_epochs=int(a["local_epochs"]), bucket_mb=float(a["bucket_mb"]),
-        ddp_bucket_mb=float(d["bucket_cap_mb"]), ddp_grad_bytes=4 if d["grad_dtype"] == "fp32" else 2,
-        topk_ratio=float(config["topk"]["ratio"]), density=float(config["pactrain"]["density"]),
-        filter_keep=float(a["filter_keep"]), channel_keep=float(a["channel_keep"]),
-        shape_keep=float(a["shape_keep"]), layers=a.get("layers"),
-    )  # fmt: skip
+        batch_size=int(config["batch_size"]),
+        local_epochs=int(a["local_epochs"]),
+        bucket_mb=float(a["bucket_mb"]),
+        ddp_bucket_mb=float(d["bucket_cap_mb"]),
+        ddp_grad_bytes=4 if d["grad_dtype"] == "fp32" else 2,
+        topk_ratio=float(config["topk"]["ratio"]),
+        density=float(config["pactrain"]["density"]),
+        filter_keep=float(a["filter_keep"]),
+        channel_keep=float(a["channel_keep"]),
+        shape_keep=float(a["shape_keep"]),
+        layers=a.get("layers"),
+    )
 
 
 def run_workloads(run: RunData, spec: ModelSpec, opts: Options) -> dict[int, Workload]:
@@ -201,8 +229,18 @@ def predict_run(run: RunData, net: Network, network_desc: str = "", tolerance: f
     measured = float(steps["comm_s"].mean())
     predicted = sum(c.comm_s for c in costs.values()) / len(costs)
     barrier = run.comm[run.comm["op"] == "barrier"]
-    barrier_s = float(barrier.groupby(["iteration", "rank"])["seconds"].sum().groupby("iteration").mean()
-                      .reindex(its, fill_value=0.0).mean()) if len(barrier) else 0.0  # fmt: skip
+    barrier_s = (
+        float(
+            barrier.groupby(["iteration", "rank"])["seconds"]
+            .sum()
+            .groupby("iteration")
+            .mean()
+            .reindex(its, fill_value=0.0)
+            .mean()
+        )
+        if len(barrier)
+        else 0.0
+    )
     pred_transfer = predicted - sum(c.barrier_s for c in costs.values()) / len(costs)
     last = last_arriver_comm(run.comm)
     waitfree = float(last.reindex(its, fill_value=0.0).mean()) if len(run.comm) else math.nan
@@ -215,21 +253,35 @@ def predict_run(run: RunData, net: Network, network_desc: str = "", tolerance: f
         per_sample = math.nan
     err = _pct(predicted, measured)
     return {
-        "run_id": run.run_id, "method": run.method, "model": run.config["model"], "nodes": run.nodes,
-        "procs_per_node": run.procs, "link_model": run.config.get("link", {}).get("model", "none"),
-        "network": network_desc, "undelayed": ",".join(f"{a}/{b}" for a, b in sorted(net.undelayed)) or "-",
-        "iterations": len(its), "measured_comm_s": measured, "predicted_comm_s": predicted, "err_pct": err,
-        "measured_barrier_s": barrier_s, "measured_transfer_s": measured - barrier_s,
-        "predicted_transfer_s": pred_transfer, "err_transfer_pct": _pct(pred_transfer, measured - barrier_s),
-        "waitfree_comm_s": waitfree, "err_waitfree_pct": _pct(predicted, waitfree),
-        "waitfree_median_comm_s": waitfree_median, "err_waitfree_median_pct": _pct(predicted, waitfree_median),
+        "run_id": run.run_id,
+        "method": run.method,
+        "model": run.config["model"],
+        "nodes": run.nodes,
+        "procs_per_node": run.procs,
+        "link_model": run.config.get("link", {}).get("model", "none"),
+        "network": network_desc,
+        "undelayed": ",".join(f"{a}/{b}" for a, b in sorted(net.undelayed)) or "-",
+        "iterations": len(its),
+        "measured_comm_s": measured,
+        "predicted_comm_s": predicted,
+        "err_pct": err,
+        "measured_barrier_s": barrier_s,
+        "measured_transfer_s": measured - barrier_s,
+        "predicted_transfer_s": pred_transfer,
+        "err_transfer_pct": _pct(pred_transfer, measured - barrier_s),
+        "waitfree_comm_s": waitfree,
+        "err_waitfree_pct": _pct(predicted, waitfree),
+        "waitfree_median_comm_s": waitfree_median,
+        "err_waitfree_median_pct": _pct(predicted, waitfree_median),
         "wait_s": measured - waitfree if math.isfinite(waitfree) else math.nan,
-        "measured_inter_bytes": meas_bytes, "predicted_inter_bytes": pred_bytes,
+        "measured_inter_bytes": meas_bytes,
+        "predicted_inter_bytes": pred_bytes,
         "bytes_err_pct": _pct(pred_bytes, meas_bytes) if meas_bytes > 0 else (0.0 if pred_bytes == 0 else math.nan),
-        "compute_s_per_sample": per_sample, "within": bool(abs(err) <= 100 * tolerance),
+        "compute_s_per_sample": per_sample,
+        "within": bool(abs(err) <= 100 * tolerance),
         "within_waitfree": bool(abs(_pct(predicted, waitfree)) <= 100 * tolerance),
         "within_waitfree_median": bool(abs(_pct(predicted, waitfree_median)) <= 100 * tolerance),
-    }  # fmt: skip
+    }
 
 
 def op_breakdown(run: RunData, net: Network):
@@ -251,16 +303,26 @@ def op_breakdown(run: RunData, net: Network):
     c = comm[["iteration", "rank", "node", "level", "op", "seconds"]].copy()
     c["k"] = c.groupby(["iteration", "rank", "level", "op"]).cumcount()
     c["group"] = c["node"].where(c["level"] == "intra", -1)
-    last = (c.groupby(["iteration", "level", "op", "k", "group"])["seconds"].min()
-            .groupby(["iteration", "level", "op", "k"]).max().groupby(["level", "op"]).sum() / len(its))  # fmt: skip
+    last = c.groupby(["iteration", "level", "op", "k", "group"])["seconds"].min().groupby(
+        ["iteration", "level", "op", "k"]
+    ).max().groupby(["level", "op"]).sum() / len(its)
     member = c.groupby(["level", "op"]).agg(total=("seconds", "sum"), ranks=("rank", "nunique"))
     rows = []
     for key in sorted(set(pred) | set(member.index)):
         meas = float(member.loc[key, "total"] / (member.loc[key, "ranks"] * len(its))) if key in member.index else 0.0
         p = pred.get(key, 0.0)
-        rows.append({"run_id": run.run_id, "level": key[0], "op": key[1], "predicted_s": p, "measured_s": meas,
-                     "err_pct": _pct(p, meas), "last_arriver_s": float(last.get(key, 0.0)),
-                     "err_last_arriver_pct": _pct(p, float(last.get(key, 0.0)))})  # fmt: skip
+        rows.append(
+            {
+                "run_id": run.run_id,
+                "level": key[0],
+                "op": key[1],
+                "predicted_s": p,
+                "measured_s": meas,
+                "err_pct": _pct(p, meas),
+                "last_arriver_s": float(last.get(key, 0.0)),
+                "err_last_arriver_pct": _pct(p, float(last.get(key, 0.0))),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -292,9 +354,11 @@ def validate(root: str | Path, fit=None, loopback: Link | None = None, tolerance
 
 def format_table(df) -> str:
     """The table as aligned text (times in ms, bytes in MB per iteration)."""
-    head = (f"{'run':40} {'M x P':5} {'measured':>9} {'predicted':>9} {'err':>7} | {'excl. barrier':>13} "
-            f"{'predicted':>9} {'err':>7} | {'wait-free':>9} {'err':>7} | {'median':>8} {'err':>7} | "
-            f"{'inter MB meas/pred':>19}")  # fmt: skip
+    head = (
+        f"{'run':40} {'M x P':5} {'measured':>9} {'predicted':>9} {'err':>7} | {'excl. barrier':>13} "
+        f"{'predicted':>9} {'err':>7} | {'wait-free':>9} {'err':>7} | {'median':>8} {'err':>7} | "
+        f"{'inter MB meas/pred':>19}"
+    )
     lines = [head, "-" * len(head)]
     for r in df.itertuples():
         lines.append(
@@ -309,12 +373,16 @@ def format_table(df) -> str:
     if undelayed:
         lines.append("not delayed by the alpha-beta emulation (predicted on loopback alone): " + "; ".join(undelayed))
     n_ok = int(df["within"].sum())
-    lines.append(f"{n_ok} of {len(df)} predictions within the tolerance of the measured mean comm_s; "
-                 f"{int(df['within_waitfree'].sum())} of {len(df)} within it of the wait-free comm (mean over "
-                 f"iterations), {int(df['within_waitfree_median'].sum())} of {len(df)} of its median")  # fmt: skip
-    lines.append("(m = ms per iteration; excl. barrier: comm_s minus the time ranks wait in the ADMM barrier; "
-                 "wait-free: the last arrivers' time per collective, from comm.parquet, mean and median over "
-                 "iterations)")  # fmt: skip
+    lines.append(
+        f"{n_ok} of {len(df)} predictions within the tolerance of the measured mean comm_s; "
+        f"{int(df['within_waitfree'].sum())} of {len(df)} within it of the wait-free comm (mean over "
+        f"iterations), {int(df['within_waitfree_median'].sum())} of {len(df)} of its median"
+    )
+    lines.append(
+        "(m = ms per iteration; excl. barrier: comm_s minus the time ranks wait in the ADMM barrier; "
+        "wait-free: the last arrivers' time per collective, from comm.parquet, mean and median over "
+        "iterations)"
+    )
     return "\n".join(lines)
 
 
@@ -322,8 +390,10 @@ def format_breakdown(df) -> str:
     """The per-(level, op) table as aligned text (ms per iteration)."""
     lines = [f"{'run':40} {'level':5} {'op':9} {'predicted':>9} {'measured':>9} {'err':>8} {'last arr.':>9} {'err':>8}"]
     for r in df.itertuples():
-        lines.append(f"{r.run_id[:40]:40} {r.level:5} {r.op:9} {1e3 * r.predicted_s:8.2f}m {1e3 * r.measured_s:8.2f}m "
-                     f"{r.err_pct:+7.1f}% {1e3 * r.last_arriver_s:8.2f}m {r.err_last_arriver_pct:+7.1f}%")  # fmt: skip
+        lines.append(
+            f"{r.run_id[:40]:40} {r.level:5} {r.op:9} {1e3 * r.predicted_s:8.2f}m {1e3 * r.measured_s:8.2f}m "
+            f"{r.err_pct:+7.1f}% {1e3 * r.last_arriver_s:8.2f}m {r.err_last_arriver_pct:+7.1f}%"
+        )
     lines.append("(per iteration; measured: mean over the ranks taking part; last arr.: the last-arriving members)")
     return "\n".join(lines)
 
@@ -337,21 +407,34 @@ def plot_validation(df, path: str | Path, tolerance: float = 0.2) -> None:
 
     fig = Figure(figsize=(6.4, 5.2))
     ax = fig.add_subplot(1, 1, 1)
-    vals = [v for v in list(df["measured_comm_s"]) + list(df["predicted_comm_s"]) + list(df["waitfree_comm_s"])
-            + list(df["waitfree_median_comm_s"]) if v > 0 and math.isfinite(v)]  # fmt: skip
+    vals = [
+        v
+        for v in list(df["measured_comm_s"])
+        + list(df["predicted_comm_s"])
+        + list(df["waitfree_comm_s"])
+        + list(df["waitfree_median_comm_s"])
+        if v > 0 and math.isfinite(v)
+    ]
     lo, hi = (min(vals) / 2, max(vals) * 2) if vals else (1e-4, 1.0)
     xs = [lo, hi]
     ax.plot(xs, xs, color="0.3", lw=1, label="prediction = measurement")
-    ax.fill_between(xs, [x * (1 - tolerance) for x in xs], [x * (1 + tolerance) for x in xs], color="0.85",
-                    label=f"within {100 * tolerance:.0f}%")  # fmt: skip
+    ax.fill_between(
+        xs,
+        [x * (1 - tolerance) for x in xs],
+        [x * (1 + tolerance) for x in xs],
+        color="0.85",
+        label=f"within {100 * tolerance:.0f}%",
+    )
     markers = {"ddp": "o", "hsadmm": "s", "topk": "^", "flat_admm": "D", "pactrain": "v"}
     for r in df.itertuples():
         m = markers.get(r.method, "o")
-        ax.scatter([r.measured_comm_s], [r.predicted_comm_s], marker=m, s=40, zorder=3,
-                   label=f"{r.run_id} (mean over ranks)")  # fmt: skip
+        ax.scatter(
+            [r.measured_comm_s], [r.predicted_comm_s], marker=m, s=40, zorder=3, label=f"{r.run_id} (mean over ranks)"
+        )
         if math.isfinite(r.waitfree_comm_s) and r.waitfree_comm_s > 0:
-            ax.scatter([r.waitfree_comm_s], [r.predicted_comm_s], marker=m, s=40, facecolors="none",
-                       edgecolors="k", zorder=3)  # fmt: skip
+            ax.scatter(
+                [r.waitfree_comm_s], [r.predicted_comm_s], marker=m, s=40, facecolors="none", edgecolors="k", zorder=3
+            )
         if math.isfinite(r.waitfree_median_comm_s) and r.waitfree_median_comm_s > 0:
             ax.scatter([r.waitfree_median_comm_s], [r.predicted_comm_s], marker="x", s=30, color="k", zorder=3)
     ax.set_xscale("log")

@@ -49,8 +49,15 @@ from prunex.perfmodel.formulas import Collective, Network, bucket_sizes, ddp_buc
 
 METHODS = ("hsadmm", "flat_admm", "ddp", "topk", "pactrain")
 ADMM_METHODS = ("hsadmm", "flat_admm")
-COMM_COLUMNS = ("intra_allreduce_s", "inter_allreduce_s", "flat_allreduce_s", "broadcast_s", "allgather_s",
-                "mask_sync_s", "barrier_s")  # fmt: skip
+COMM_COLUMNS = (
+    "intra_allreduce_s",
+    "inter_allreduce_s",
+    "flat_allreduce_s",
+    "broadcast_s",
+    "allgather_s",
+    "mask_sync_s",
+    "barrier_s",
+)
 HSADMM_RESIDUAL_COLUMNS = 9  # columns of the residual table of `HSADMM._residuals`
 FLAT_ADMM_RESIDUAL_COLUMNS = 3
 
@@ -113,12 +120,15 @@ def topk_count(numel: int, ratio: float) -> int:
 Kept = Mapping[str, tuple[int, int]]  # constrained parameter name -> (kept filters, kept input channels)
 
 
-def kept_from_keep(spec: ModelSpec, filter_keep: float = 1.0, channel_keep: float = 1.0,
-                   layers: str | None = None) -> dict[str, tuple[int, int]]:  # fmt: skip
+def kept_from_keep(
+    spec: ModelSpec, filter_keep: float = 1.0, channel_keep: float = 1.0, layers: str | None = None
+) -> dict[str, tuple[int, int]]:
     """Kept groups per constrained layer at the given keep rates, assuming all nodes agree (the union
     of eq. (14) is then each node's mask): ``(keep_count(C_out, f), keep_count(C_in, c))``."""
-    return {p.name: (keep_count(p.shape[0], filter_keep), keep_count(p.shape[1], channel_keep))
-            for p in spec.constrained(layers)}  # fmt: skip
+    return {
+        p.name: (keep_count(p.shape[0], filter_keep), keep_count(p.shape[1], channel_keep))
+        for p in spec.constrained(layers)
+    }
 
 
 def compact_fraction(spec: ModelSpec, kept: Kept) -> float:
@@ -192,8 +202,9 @@ def hsadmm_workload(spec: ModelSpec, kept: Kept, opts: Options, shard: int, dyna
     names = set(kept)
     constrained = [p for p in spec.params if p.name in names]
     if dynamic > 0 and constrained:
-        flags = sum(p.shape[0] + p.shape[1] + (math.prod(p.shape[1:]) if opts.shape_keep < 1.0 else 0)
-                    for p in constrained)  # fmt: skip
+        flags = sum(
+            p.shape[0] + p.shape[1] + (math.prod(p.shape[1:]) if opts.shape_keep < 1.0 else 0) for p in constrained
+        )
         coll.append(Collective("inter", "mask_sync", flags, count=dynamic, tag="mask union (uint8)"))
         coll.append(Collective("intra", "broadcast", flags, count=dynamic, tag="global mask to workers"))
     compact = []
@@ -215,16 +226,26 @@ def hsadmm_workload(spec: ModelSpec, kept: Kept, opts: Options, shard: int, dyna
     compress = 16.0 * full_c + 16.0 * comp_c + 16.0 * other
     steps = opts.local_epochs * math.ceil(shard / opts.batch_size)
     vector = spec.numel * (opts.admm_update_passes * 4.0 + 12.0 + steps * opts.prox_bytes_per_param)
-    return Workload("hsadmm", tuple(coll), opts.local_epochs * shard, steps, vector, compress,
-                    4.0 * len(constrained), notes={"compact_fraction": comp_c / full_c if full_c else 1.0})  # fmt: skip
+    return Workload(
+        "hsadmm",
+        tuple(coll),
+        opts.local_epochs * shard,
+        steps,
+        vector,
+        compress,
+        4.0 * len(constrained),
+        notes={"compact_fraction": comp_c / full_c if full_c else 1.0},
+    )
 
 
 def flat_admm_workload(spec: ModelSpec, opts: Options, shard: int) -> Workload:
     """One outer flat consensus ADMM iteration (PruneX (AR), `prunex.admm.flat`)."""
     dense = [p.numel for p in spec.params] + list(spec.buffers)
     coll = [Collective("flat", "barrier", 1, tag="wait for every rank")]
-    coll += [Collective("flat", "allreduce", b, tag=f"theta+u bucket {i}")
-             for i, b in enumerate(bucket_sizes(dense, 4, int(opts.bucket_mb * 1e6)))]  # fmt: skip
+    coll += [
+        Collective("flat", "allreduce", b, tag=f"theta+u bucket {i}")
+        for i, b in enumerate(bucket_sizes(dense, 4, int(opts.bucket_mb * 1e6)))
+    ]
     coll.append(Collective("flat", "allreduce", 8 * FLAT_ADMM_RESIDUAL_COLUMNS * len(spec.params), tag="residuals"))
     steps = opts.local_epochs * math.ceil(shard / opts.batch_size)
     vector = spec.numel * (opts.admm_update_passes * 4.0 + 12.0 + steps * opts.prox_bytes_per_param)
@@ -245,16 +266,25 @@ def topk_workload(spec: ModelSpec, opts: Options, world: int) -> Workload:
     sparse = [p.numel for p in spec.params if len(p.shape) > 1]
     dense = sum(p.numel for p in spec.params if len(p.shape) <= 1)
     k = sum(topk_count(n, opts.topk_ratio) for n in sparse)
-    coll = [Collective("flat", "allgather", 4 * k, tag="values (fp32)"),
-            Collective("flat", "allgather", 4 * k, tag="indices (int32)")]  # fmt: skip
+    coll = [
+        Collective("flat", "allgather", 4 * k, tag="values (fp32)"),
+        Collective("flat", "allgather", 4 * k, tag="indices (int32)"),
+    ]
     if dense:
         coll.append(Collective("flat", "allreduce", _float_bytes(dense), tag="1-D gradients"))
     n = sum(sparse)
     select = (12.0 + 4.0 * opts.topk_passes + 8.0) * n  # g + residual; radix-select reads; residual clone
     scatter = 20.0 * n + opts.random_access_bytes * world * k  # zero, divide, copy to grad; index_add
     launches = 8 * len(sparse) + world + 3 + len(sparse)
-    return Workload("topk", tuple(coll), opts.batch_size, 1, compress_bytes=select + scatter,
-                    compress_launches=launches, notes={"k": k})  # fmt: skip
+    return Workload(
+        "topk",
+        tuple(coll),
+        opts.batch_size,
+        1,
+        compress_bytes=select + scatter,
+        compress_launches=launches,
+        notes={"k": k},
+    )
 
 
 def pactrain_workload(spec: ModelSpec, opts: Options) -> Workload:
@@ -269,8 +299,15 @@ def pactrain_workload(spec: ModelSpec, opts: Options) -> Workload:
     return Workload("pactrain", coll, opts.batch_size, 1, compress_bytes=mem, compress_launches=5 * len(pruned))
 
 
-def method_workload(method: str, spec: ModelSpec, opts: Options, world: int, shard: int, kept: Kept | None = None,
-             dynamic: float | None = None) -> Workload:  # fmt: skip
+def method_workload(
+    method: str,
+    spec: ModelSpec,
+    opts: Options,
+    world: int,
+    shard: int,
+    kept: Kept | None = None,
+    dynamic: float | None = None,
+) -> Workload:
     """The :class:`Workload` of one iteration of ``method`` (``shard``: training samples per rank)."""
     if method == "hsadmm":
         if kept is None:
@@ -333,8 +370,9 @@ class IterationCost:
         return d
 
 
-def iteration_cost(w: Workload, nodes: int, procs_per_node: int, net: Network, device: Device,
-                   opts: Options | None = None) -> IterationCost:  # fmt: skip
+def iteration_cost(
+    w: Workload, nodes: int, procs_per_node: int, net: Network, device: Device, opts: Options | None = None
+) -> IterationCost:
     """Price a :class:`Workload` (module docstring): compute = samples c + vector bytes / memory bw;
     communication = sum of `formulas.time_of` per collective; compress = bytes / memory bw + launches
     x launch latency; DDP's hidden share ``min(comm - t(last bucket), overlap * backward_fraction *
@@ -353,14 +391,39 @@ def iteration_cost(w: Workload, nodes: int, procs_per_node: int, net: Network, d
         comm = sum(times.values())
         last = time_of(Collective("flat", "allreduce", w.overlap_last_bytes), nodes, procs_per_node, net)
         hidden = max(0.0, min(comm - last, opts.ddp_overlap * opts.backward_fraction * compute))
-    return IterationCost(w.method, nodes, procs_per_node, w.samples, w.steps, compute, times["intra_allreduce_s"],
-                         times["inter_allreduce_s"], times["flat_allreduce_s"], times["broadcast_s"],
-                         times["allgather_s"], times["mask_sync_s"], times["barrier_s"], compress, hidden, inter,
-                         intra, calls)  # fmt: skip
+    return IterationCost(
+        w.method,
+        nodes,
+        procs_per_node,
+        w.samples,
+        w.steps,
+        compute,
+        times["intra_allreduce_s"],
+        times["inter_allreduce_s"],
+        times["flat_allreduce_s"],
+        times["broadcast_s"],
+        times["allgather_s"],
+        times["mask_sync_s"],
+        times["barrier_s"],
+        compress,
+        hidden,
+        inter,
+        intra,
+        calls,
+    )
 
 
-def epoch_cost(method: str, spec: ModelSpec, nodes: int, procs_per_node: int, net: Network, device: Device,
-               opts: Options, dataset_size: int, kept: Kept | None = None) -> dict[str, float]:  # fmt: skip
+def epoch_cost(
+    method: str,
+    spec: ModelSpec,
+    nodes: int,
+    procs_per_node: int,
+    net: Network,
+    device: Device,
+    opts: Options,
+    dataset_size: int,
+    kept: Kept | None = None,
+) -> dict[str, float]:
     """Seconds per epoch of a strong-scaling point (fixed dataset, per-GPU batch fixed).
 
     Each rank holds ``shard = floor(D / N)`` samples (DistributedSampler, drop_last) in
@@ -381,8 +444,18 @@ def epoch_cost(method: str, spec: ModelSpec, nodes: int, procs_per_node: int, ne
         scale, per = float(steps), cost.as_dict()
         per["compute_s"] = shard * device.compute_s_per_sample / steps
     out = {k: float(v) * scale for k, v in per.items() if k.endswith("_s") or k.endswith("_bytes")}
-    out["epoch_s"] = out.pop("iter_s") if method in ADMM_METHODS else (
-        out["compute_s"] + out["compress_s"] + out["comm_s"] - out["hidden_s"])  # fmt: skip
-    out.update(gpus=world, nodes=nodes, procs_per_node=procs_per_node, shard=shard, steps_per_epoch=steps,
-               iteration_s=cost.iter_s, iteration_comm_s=cost.comm_s)  # fmt: skip
+    out["epoch_s"] = (
+        out.pop("iter_s")
+        if method in ADMM_METHODS
+        else (out["compute_s"] + out["compress_s"] + out["comm_s"] - out["hidden_s"])
+    )
+    out.update(
+        gpus=world,
+        nodes=nodes,
+        procs_per_node=procs_per_node,
+        shard=shard,
+        steps_per_epoch=steps,
+        iteration_s=cost.iter_s,
+        iteration_comm_s=cost.comm_s,
+    )
     return out

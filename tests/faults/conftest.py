@@ -16,9 +16,14 @@ ROWS: list[dict[str, str]] = []
 @pytest.fixture
 def fault_report() -> Callable[..., None]:
     def record(fault: str, exit_s: float | None, message: str, on_disk: str) -> None:
-        ROWS.append({"fault": fault, "all exited after": "-" if exit_s is None else f"{exit_s:.1f} s",
-                     "message": message.strip().splitlines()[-1] if message.strip() else "",
-                     "left on disk": on_disk})  # fmt: skip
+        ROWS.append(
+            {
+                "fault": fault,
+                "all exited after": "-" if exit_s is None else f"{exit_s:.1f} s",
+                "message": message.strip().splitlines()[-1] if message.strip() else "",
+                "left on disk": on_disk,
+            }
+        )
 
     return record
 

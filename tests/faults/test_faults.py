@@ -35,9 +35,29 @@ def _task_pids(folder: Path, rank: int) -> list[int]:
 @pytest.mark.slow
 def test_killed_rank_ends_the_job_in_bounded_time(data_root: Path, tmp_path: Path, fault_report) -> None:
     timeout_s = 20
-    cmd = [sys.executable, "-m", "prunex.run", "--method", "ddp", "--nodes", "2", "--procs-per-node", "1",
-           "--epochs", "50", "--train-subset", "512", "--bn-batches", "1", "--collective-timeout-s", str(timeout_s),
-           "--results", str(tmp_path), "--name", "victim"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "prunex.run",
+        "--method",
+        "ddp",
+        "--nodes",
+        "2",
+        "--procs-per-node",
+        "1",
+        "--epochs",
+        "50",
+        "--train-subset",
+        "512",
+        "--bn-batches",
+        "1",
+        "--collective-timeout-s",
+        str(timeout_s),
+        "--results",
+        str(tmp_path),
+        "--name",
+        "victim",
+    ]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     run_dir = tmp_path / "adhoc" / "victim"
     deadline = time.monotonic() + 180
@@ -60,34 +80,70 @@ def test_killed_rank_ends_the_job_in_bounded_time(data_root: Path, tmp_path: Pat
     # the finished iterations' logs stay readable
     tables = merge_parts(run_dir)
     assert len(tables["steps"]) >= 1 and not (run_dir / "DONE").exists()
-    fault_report("rank 1 of 2 SIGKILLed mid-run (ddp, collective timeout 20 s)", elapsed, lines[0],
-                 f"{len(tables['steps'])} logged iterations readable from parts/, no DONE")  # fmt: skip
+    fault_report(
+        "rank 1 of 2 SIGKILLed mid-run (ddp, collective timeout 20 s)",
+        elapsed,
+        lines[0],
+        f"{len(tables['steps'])} logged iterations readable from parts/, no DONE",
+    )
 
 
 @pytest.mark.slow
-def test_nan_stops_the_run_at_that_iteration_with_a_checkpoint_from_before(data_root: Path, tmp_path: Path,
-                                                                          fault_report) -> None:  # fmt: skip
+def test_nan_stops_the_run_at_that_iteration_with_a_checkpoint_from_before(
+    data_root: Path, tmp_path: Path, fault_report
+) -> None:
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "prunex.run", "--method", "hsadmm", "--nodes", "1",
-                           "--procs-per-node", "2", "--iterations", "3", "--local-epochs", "1", "--train-subset",
-                           "128", "--bn-batches", "1", "--results", str(tmp_path), "--name", "diverge"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, PRUNEX_FAULT_NAN_AT="1"))  # fmt: skip
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "prunex.run",
+            "--method",
+            "hsadmm",
+            "--nodes",
+            "1",
+            "--procs-per-node",
+            "2",
+            "--iterations",
+            "3",
+            "--local-epochs",
+            "1",
+            "--train-subset",
+            "128",
+            "--bn-batches",
+            "1",
+            "--results",
+            str(tmp_path),
+            "--name",
+            "diverge",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, PRUNEX_FAULT_NAN_AT="1"),
+    )
     elapsed = time.monotonic() - t0
     assert proc.returncode == 1
     assert "failed in iteration 1 during local computation: FloatingPointError: loss became nan" in proc.stderr
     run_dir = tmp_path / "adhoc" / "diverge"
     # the checkpoint from before the NaN: iteration 0, both ranks; none of iteration 1
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == [
-        "rank00000-it0000000.pt", "rank00001-it0000000.pt"]  # fmt: skip
+        "rank00000-it0000000.pt",
+        "rank00001-it0000000.pt",
+    ]
     tables = merge_parts(run_dir)
     assert list(tables["steps"]["iteration"]) == [0] and not (run_dir / "DONE").exists()
     for df in tables.values():  # no NaN or inf reached the tables (test_acc is NaN only when not evaluated)
         num = df.drop(columns=["test_acc"], errors="ignore").select_dtypes("number")
         assert num.notna().all().all() and not num.isin([float("inf"), float("-inf")]).any().any()
     message = next(ln for ln in proc.stderr.splitlines() if "FloatingPointError" in ln)
-    fault_report("NaN in rank 0's weights at iteration 1 (hsadmm 1x2)", elapsed, message,
-                 "iteration 0's logs and checkpoints (both ranks); nothing of iteration 1; no DONE")  # fmt: skip
+    fault_report(
+        "NaN in rank 0's weights at iteration 1 (hsadmm 1x2)",
+        elapsed,
+        message,
+        "iteration 0's logs and checkpoints (both ranks); nothing of iteration 1; no DONE",
+    )
 
 
 _KILL_BEFORE_RENAME = """
@@ -107,34 +163,55 @@ def test_writer_killed_before_rename_leaves_the_old_file(tmp_path: Path, fault_r
     pd.DataFrame({"iteration": [0, 1], "train_loss": [2.0, 1.5]}).to_parquet(target)
     before = target.read_bytes()
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-c", _KILL_BEFORE_RENAME.format(root=str(ROOT), path=str(target))],
-                          capture_output=True, timeout=60)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", _KILL_BEFORE_RENAME.format(root=str(ROOT), path=str(target))],
+        capture_output=True,
+        timeout=60,
+    )
     assert proc.returncode == -signal.SIGKILL
     assert target.read_bytes() == before  # the old version, whole
     assert list(read_parquet(target)["train_loss"]) == [2.0, 1.5]
-    fault_report("writer SIGKILLed between write+fsync and rename", time.monotonic() - t0, "(killed: no message)",
-                 "the old steps.parquet, whole and readable; the next write succeeds")  # fmt: skip
+    fault_report(
+        "writer SIGKILLed between write+fsync and rename",
+        time.monotonic() - t0,
+        "(killed: no message)",
+        "the old steps.parquet, whole and readable; the next write succeeds",
+    )
     write_atomic(target, b"x")  # the next writer is not disturbed by the dead one's temp file
     assert target.read_bytes() == b"x"
 
 
 def test_second_suite_on_a_locked_results_dir_exits(tmp_path: Path, fault_report) -> None:
     holder = subprocess.Popen(
-        [sys.executable, "-c", f"import sys, time; sys.path.insert(0, {str(ROOT)!r}); from prunex.lock import "
-         f"results_lock\nwith results_lock({str(tmp_path)!r}):\n    print('held', flush=True); time.sleep(60)"],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            f"import sys, time; sys.path.insert(0, {str(ROOT)!r}); from prunex.lock import "
+            f"results_lock\nwith results_lock({str(tmp_path)!r}):\n    print('held', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         t0 = time.monotonic()
-        out = subprocess.run([sys.executable, "-m", "experiments.latency", "--profile", "smoke", "--results",
-                              str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
+        out = subprocess.run(
+            [sys.executable, "-m", "experiments.latency", "--profile", "smoke", "--results", str(tmp_path)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         elapsed = time.monotonic() - t0
         assert out.returncode == 3
         assert f"is in use by pid {holder.pid}" in out.stderr
         assert not (tmp_path / "latency").exists()  # nothing written
-        fault_report("second suite on a locked results directory", elapsed, out.stderr,
-                     "nothing written by the second suite; the owner's lock file intact")  # fmt: skip
+        fault_report(
+            "second suite on a locked results directory",
+            elapsed,
+            out.stderr,
+            "nothing written by the second suite; the owner's lock file intact",
+        )
         owner = json.loads((tmp_path / ".prunex.lock").read_text())
         assert owner["pid"] == holder.pid
     finally:

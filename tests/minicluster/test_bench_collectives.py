@@ -48,8 +48,15 @@ def test_fit_constraints():
 
 def test_aggregate_takes_slowest_member_then_median():
     def row(rank, rep, sec, size=4096):
-        return {"level": "inter", "op": "allreduce", "size_bytes": size, "rep": rep, "seconds": sec, "members": 2,
-                "rank": rank}  # fmt: skip
+        return {
+            "level": "inter",
+            "op": "allreduce",
+            "size_bytes": size,
+            "rep": rep,
+            "seconds": sec,
+            "members": 2,
+            "rank": rank,
+        }
 
     tasks = [[row(0, 0, 1.0), row(0, 1, 5.0), row(0, 2, 2.0)], [row(1, 0, 3.0), row(1, 1, 1.0), row(1, 2, 2.5)]]
     info = {"link_model": "netns-tc", "nodes": 2, "procs_per_node": 1, "link_bytes_per_s": 1.25e8}

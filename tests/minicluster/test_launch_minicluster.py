@@ -31,9 +31,7 @@ from prunex.log import merge_parts
 pytestmark = pytest.mark.minicluster
 
 SRC = str(Path(prunex.__file__).resolve().parents[1])
-HSADMM = ADMMConfig(
-    iterations=3, local_epochs=1, channel_keep=0.5, rho_intra=0.05, rho_inter=0.005, freeze_iteration=2
-)
+HSADMM = ADMMConfig(iterations=3, local_epochs=1, channel_keep=0.5, rho_intra=0.05, rho_inter=0.005, freeze_iteration=2)
 WIRE_TOLERANCE = 0.15  # hard limit; the goal (and what was measured) is within 5%, see the printed figures
 COLLECTIVE_TIMEOUT_S = 30.0
 # The killed run must end within: the time until a surviving rank enters its next collective (it then sees the
@@ -83,14 +81,19 @@ def test_run_on_minicluster_wire_matches_estimate(minicluster, data_root, tmp_pa
     figures = {}
     for node in (0, 1):
         rel = (measured[node] - estimated[node]) / estimated[node]
-        figures[node] = {"wire_tx_bytes": int(measured[node]), "estimate_bytes": float(estimated[node]),
-                         "rel_err": round(float(rel), 4)}  # fmt: skip
+        figures[node] = {
+            "wire_tx_bytes": int(measured[node]),
+            "estimate_bytes": float(estimated[node]),
+            "rel_err": round(float(rel), 4),
+        }
     per_iter = wire.pivot(index="iteration", columns="node", values="tx_bytes")
     est_iter = comm.groupby(["iteration", "node"])["inter_bytes"].sum().unstack()
     print(f"\n[{method}] launch {elapsed:.1f}s, {len(steps)} iterations; wire tx vs estimated inter-node bytes:")
     for node, f in figures.items():
-        print(f"  node {node}: wire {f['wire_tx_bytes']:,} B  estimate {f['estimate_bytes']:,.0f} B  "
-              f"rel err {100 * f['rel_err']:+.2f}%")  # fmt: skip
+        print(
+            f"  node {node}: wire {f['wire_tx_bytes']:,} B  estimate {f['estimate_bytes']:,.0f} B  "
+            f"rel err {100 * f['rel_err']:+.2f}%"
+        )
     print(f"  iteration 0 excess (wire - estimate): {(per_iter.iloc[0] - est_iter.iloc[0]).to_dict()}")
     print(f"  median per-iteration excess from iteration 1: {(per_iter - est_iter).iloc[1:].median().to_dict()}")
     record_property(f"wire_{method}", figures)
@@ -165,8 +168,13 @@ def interrupted(minicluster_session, data_root, tmp_path_factory):
     results = tmp_path_factory.mktemp("interrupted")
     # short iterations (256 training images, BatchNorm re-estimated on one batch) so that a rank reaches its
     # next collective soon after the kill, and many of them so that neither run ends before it is interrupted
-    common = {"nodes": 2, "procs_per_node": 1, "collective_timeout_s": COLLECTIVE_TIMEOUT_S, "train_subset": 256,
-              "bn_batches": 1}  # fmt: skip
+    common = {
+        "nodes": 2,
+        "procs_per_node": 1,
+        "collective_timeout_s": COLLECTIVE_TIMEOUT_S,
+        "train_subset": 256,
+        "bn_batches": 1,
+    }
     admm = dataclasses.replace(HSADMM, iterations=40, freeze_iteration=10, stop_on_convergence=False)
     killed = _Launch(_config("hsadmm", data_root, results, name="killed-hsadmm", admm=admm, **common))
     cancelled = _Launch(_config("ddp", data_root, results, name="cancelled-ddp", epochs=100, **common))
@@ -231,9 +239,11 @@ def test_killed_rank_fails_the_run_within_bounded_time(interrupted):
     # when rank 0 noticed: its task's result file holds the error
     result0 = run_dir / "submitit" / f"{interrupted['kill_job']}_0_result.pkl"
     noticed = result0.stat().st_mtime - interrupted["t_kill_wall"] if result0.exists() else float("nan")
-    print(f"\nSIGKILL of rank 1 (pid {interrupted['kill_pid']}, job {interrupted['kill_job']}): rank 0 failed after "
-          f"{noticed:.1f}s, launch raised after {took:.1f}s (bound {KILL_BOUND_S:.0f}s); Slurm state "
-          f"{interrupted['kill_state']}\n  error: {str(run.error)[:400]}")  # fmt: skip
+    print(
+        f"\nSIGKILL of rank 1 (pid {interrupted['kill_pid']}, job {interrupted['kill_job']}): rank 0 failed after "
+        f"{noticed:.1f}s, launch raised after {took:.1f}s (bound {KILL_BOUND_S:.0f}s); Slurm state "
+        f"{interrupted['kill_state']}\n  error: {str(run.error)[:400]}"
+    )
     assert isinstance(run.error, RuntimeError), repr(run.error)
     assert run.config.name in str(run.error) and "failed" in str(run.error)
     assert took < KILL_BOUND_S
@@ -254,10 +264,12 @@ def test_scancel_keeps_finished_iterations_readable(interrupted):
     rows = {p.name: len(pd.read_parquet(p)) for p in parts}  # every part file is readable
     tables = merge_parts(run_dir)
     steps = tables["steps"]
-    print(f"\nscancel of job {interrupted['cancel_job']}: tasks gone after {gone:.1f}s, launch raised after "
-          f"{raised:.1f}s, Slurm state {interrupted['cancel_state']}; parts {rows}; merged steps: "
-          f"{len(steps)} iterations up to epoch {steps['epoch'].max():.2f}; fixture total "
-          f"{interrupted['total_s']:.0f}s")  # fmt: skip
+    print(
+        f"\nscancel of job {interrupted['cancel_job']}: tasks gone after {gone:.1f}s, launch raised after "
+        f"{raised:.1f}s, Slurm state {interrupted['cancel_state']}; parts {rows}; merged steps: "
+        f"{len(steps)} iterations up to epoch {steps['epoch'].max():.2f}; fixture total "
+        f"{interrupted['total_s']:.0f}s"
+    )
     assert gone < CANCEL_GONE_BOUND_S
     assert interrupted["cancel_state"] == "CANCELLED"
     assert isinstance(run.error, RuntimeError) and run.config.name in str(run.error), repr(run.error)

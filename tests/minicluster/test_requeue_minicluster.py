@@ -27,10 +27,27 @@ SRC = str(Path(prunex.__file__).resolve().parents[1])
 
 
 def _config(data_root: Path, results: Path, name: str) -> RunConfig:
-    admm = ADMMConfig(iterations=3, local_epochs=1, channel_keep=0.5, rho_intra=0.05, rho_inter=0.005,
-                      freeze_iteration=2, stop_on_convergence=False)  # fmt: skip
-    return RunConfig(method="hsadmm", nodes=2, procs_per_node=1, executor="slurm", admm=admm, train_subset=128,
-                     bn_batches=1, data_root=str(data_root), results=str(results), name=name)  # fmt: skip
+    admm = ADMMConfig(
+        iterations=3,
+        local_epochs=1,
+        channel_keep=0.5,
+        rho_intra=0.05,
+        rho_inter=0.005,
+        freeze_iteration=2,
+        stop_on_convergence=False,
+    )
+    return RunConfig(
+        method="hsadmm",
+        nodes=2,
+        procs_per_node=1,
+        executor="slurm",
+        admm=admm,
+        train_subset=128,
+        bn_batches=1,
+        data_root=str(data_root),
+        results=str(results),
+        name=name,
+    )
 
 
 def test_requeued_job_resumes_to_the_same_result(minicluster, data_root: Path, tmp_path: Path) -> None:
@@ -69,6 +86,8 @@ def test_requeued_job_resumes_to_the_same_result(minicluster, data_root: Path, t
     sa, sb = (pd.read_parquet(r / "steps.parquet").drop(columns=timing) for r in (results["plain"], run_dir))
     pd.testing.assert_frame_equal(sa, sb)
     assert list(sb["iteration"]) == [0, 1, 2]  # each iteration logged once, none lost, none repeated
-    ra, rb = (pd.read_parquet(r / "residuals.parquet").drop(columns=["run_id"], errors="ignore")
-              for r in (results["plain"], run_dir))  # fmt: skip
+    ra, rb = (
+        pd.read_parquet(r / "residuals.parquet").drop(columns=["run_id"], errors="ignore")
+        for r in (results["plain"], run_dir)
+    )
     pd.testing.assert_frame_equal(ra, rb)
