@@ -59,6 +59,9 @@ def _value(v: Any) -> Any:
 
 
 def _rows(df: Any) -> list[list[Any]]:
+    """Rows as exact values, columns by name and rows sorted: the pin is about values, not about the
+    order in which a writer happens to emit columns or ranks' rows."""
+    df = df[sorted(df.columns)]
     rows = [[_value(v) for v in r] for r in df.itertuples(index=False)]
     return sorted(rows, key=json.dumps)
 
@@ -75,7 +78,7 @@ def fingerprint(run_dir: Path) -> dict[str, Any]:
     out: dict[str, Any] = {}
     steps = pd.read_parquet(run_dir / "steps.parquet")
     steps = steps.drop(columns=[c for c in TIMES if c in steps.columns])
-    out["steps"] = {"columns": list(steps.columns), "rows": _rows(steps)}
+    out["steps"] = {"columns": sorted(steps.columns), "rows": _rows(steps)}
     for table in HASHED:
         path = run_dir / f"{table}.parquet"
         if not path.exists():
@@ -86,7 +89,7 @@ def fingerprint(run_dir: Path) -> dict[str, Any]:
             per = {str(int(k)): _digest(_rows(g)) for k, g in df.groupby("iteration")}
         else:
             per = {"all": _digest(_rows(df))}
-        out[table] = {"columns": list(df.columns), "rows": len(df), "sha256_by_iteration": per}
+        out[table] = {"columns": sorted(df.columns), "rows": len(df), "sha256_by_iteration": per}
     state = torch.load(run_dir / "final_model.pt", weights_only=True)
     h = hashlib.sha256()
     for k in sorted(state):
