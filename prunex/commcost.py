@@ -16,9 +16,11 @@ rank order, each member sending to its successor:
 
 | op | bytes each member sends (`member_bytes`) | messages on the critical path (`ring_steps`) |
 |---|---|---|
-| allreduce, mask_sync, barrier | 2 (p-1)/p n (reduce-scatter + allgather; a barrier is a 1-byte AllReduce) | 2 (p-1) |
+| allreduce, mask_sync, barrier | 2 (p-1)/p n (reduce-scatter + allgather) | 2 (p-1) |
 | allgather | (p-1) n | p-1 |
-| broadcast | n, except the last member of the chain that starts at the root | p-1 (chain), ceil(log2 p) (binomial tree) |
+| broadcast | n, except the chain's last member (the one before the root) | p-1 (chain), ceil(log2 p) (tree) |
+
+A barrier is a 1-byte AllReduce (`prunex.comm.Comm.barrier`) and is counted as one everywhere.
 
 A send crosses a node boundary when the ring successor lives on another node: ``intra`` groups
 never cross; ``inter`` groups cross on every hop when M > 1; the ``flat`` ring crosses on the M hops

@@ -19,7 +19,7 @@ Per-iteration collectives, read off the implementation:
 - ``flat_admm`` (`prunex.admm.flat.FlatADMM`): the same flat barrier, one flat AllReduce of all
   parameters and buffers in ``bucket_mb`` buckets, and a flat AllReduce of a float64 table of 3
   columns per parameter tensor.
-- ``ddp``: one flat AllReduce per DDP bucket (``bucket_cap_mb`` MiB, `formulas.ddp_bucket_sizes`) of
+- ``ddp``: one flat AllReduce per DDP bucket (``bucket_cap_mb`` MiB, `commcost.ddp_bucket_sizes`) of
   the gradients (4 bytes, 2 with bf16/fp16), overlapped with the backward pass.
 - ``topk`` (`prunex.methods.topk`): two flat AllGathers (fp32 values, int32 indices) of
   ``k = max(1, ceil(ratio numel))`` entries per tensor with more than one dimension, and one flat
@@ -44,8 +44,12 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from typing import Any
 
-from prunex.perfmodel.formulas import Collective, Network, bucket_sizes, ddp_bucket_sizes, ring_bytes, time_of
+from prunex.admm.residuals import FLAT_TABLE_COLUMNS, HSADMM_TABLE_COLUMNS
+from prunex.commcost import bucket_bytes, ddp_bucket_sizes, keep_count, ring_bytes, topk_count
+from prunex.config import DATASET_DEFAULTS, ADMMConfig, DDPConfig, PacTrainConfig, RunConfig, TopKConfig
+from prunex.perfmodel.formulas import Collective, Network, time_of
 
 METHODS = ("hsadmm", "flat_admm", "ddp", "topk", "pactrain")
 ADMM_METHODS = ("hsadmm", "flat_admm")
@@ -58,8 +62,8 @@ COMM_COLUMNS = (
     "mask_sync_s",
     "barrier_s",
 )
-HSADMM_RESIDUAL_COLUMNS = 9  # columns of the residual table of `HSADMM._residuals`
-FLAT_ADMM_RESIDUAL_COLUMNS = 3
+HSADMM_RESIDUAL_COLUMNS = len(HSADMM_TABLE_COLUMNS)  # float64 columns of the residual table (`HSADMMNorms`)
+FLAT_ADMM_RESIDUAL_COLUMNS = len(FLAT_TABLE_COLUMNS)
 
 
 # ---------------------------------------------------------------------------------------- the model
@@ -68,6 +72,7 @@ class ParamSpec:
     name: str
     shape: tuple[int, ...]
     conv: bool  # a Conv2d weight: constrained by default (paper sec. 5.1.5)
+    in_channels: int | None = None  # the convolution's input channels (default: shape[1])
 
     @property
     def numel(self) -> int:
@@ -86,9 +91,24 @@ class ModelSpec:
     def numel(self) -> int:
         return sum(p.numel for p in self.params)
 
-    def constrained(self, layers: str | None = None) -> list[ParamSpec]:
-        """The conv weights the ADMM methods constrain (`prunex.pruning.constrained_layers`)."""
-        return [p for p in self.params if p.conv and (layers is None or fnmatch.fnmatchcase(p.name, layers))]
+    def sparsity(
+        self, filter_keep: float = 1.0, channel_keep: float = 1.0, shape_keep: float = 1.0, layers: str | None = None
+    ) -> dict:
+        """The constrained layers and their keep rates, as `prunex.pruning.constrained_layers` sets them on
+        the model (`conv_sparsity`: conv weights matching ``layers``, the RGB stem keeping its 3 channels;
+        layers left unconstrained omitted)."""
+        from prunex.pruning.layers import conv_sparsity
+
+        out = {}
+        for p in self.params:
+            if p.conv and (layers is None or fnmatch.fnmatchcase(p.name, layers)):
+                in_channels = p.in_channels if p.in_channels is not None else p.shape[1]
+                sp = conv_sparsity(
+                    p.name, in_channels, filter_keep=filter_keep, channel_keep=channel_keep, shape_keep=shape_keep
+                )
+                if sp.constrained:
+                    out[p.name] = sp
+        return out
 
 
 @lru_cache(maxsize=16)
@@ -99,22 +119,14 @@ def model_spec(name: str) -> ModelSpec:
     from prunex.models import build_model
 
     model = build_model(name)
-    convs = {f"{m}.weight" if m else "weight" for m, mod in model.named_modules() if isinstance(mod, nn.Conv2d)}
-    params = tuple(ParamSpec(n, tuple(p.shape), n in convs) for n, p in model.named_parameters())
+    convs = {
+        f"{m}.weight" if m else "weight": mod.in_channels
+        for m, mod in model.named_modules()
+        if isinstance(mod, nn.Conv2d)
+    }
+    params = tuple(ParamSpec(n, tuple(p.shape), n in convs, convs.get(n)) for n, p in model.named_parameters())
     buffers = tuple(b.numel() for _, b in model.named_buffers() if b.is_floating_point())
     return ModelSpec(name, params, buffers)
-
-
-def keep_count(n: int, keep: float) -> int:
-    """Groups kept out of ``n``: ``ceil(keep n)`` clipped to [1, n] (`prunex.pruning.project.keep_count`)."""
-    if not 0.0 < keep <= 1.0:
-        raise ValueError(f"keep must be in (0, 1], got {keep}")
-    return min(n, max(1, math.ceil(keep * n - 1e-9)))
-
-
-def topk_count(numel: int, ratio: float) -> int:
-    """Entries Top-K sends of a tensor: ``max(1, ceil(ratio numel))`` (`prunex.methods.topk.topk_count`)."""
-    return min(numel, max(1, math.ceil(ratio * numel)))
 
 
 Kept = Mapping[str, tuple[int, int]]  # constrained parameter name -> (kept filters, kept input channels)
@@ -124,10 +136,12 @@ def kept_from_keep(
     spec: ModelSpec, filter_keep: float = 1.0, channel_keep: float = 1.0, layers: str | None = None
 ) -> dict[str, tuple[int, int]]:
     """Kept groups per constrained layer at the given keep rates, assuming all nodes agree (the union
-    of eq. (14) is then each node's mask): ``(keep_count(C_out, f), keep_count(C_in, c))``."""
+    of eq. (14) is then each node's mask): ``(keep_count(C_out, f), keep_count(C_in, c))`` with the keep
+    rates `ModelSpec.sparsity` gives each layer (the stem keeps its RGB channels, as in real runs)."""
+    shapes = {p.name: p.shape for p in spec.params}
     return {
-        p.name: (keep_count(p.shape[0], filter_keep), keep_count(p.shape[1], channel_keep))
-        for p in spec.constrained(layers)
+        name: (keep_count(shapes[name][0], sp.filter_keep), keep_count(shapes[name][1], sp.channel_keep))
+        for name, sp in spec.sparsity(filter_keep, channel_keep, 1.0, layers).items()
     }
 
 
@@ -140,28 +154,57 @@ def compact_fraction(spec: ModelSpec, kept: Kept) -> float:
 
 
 # ---------------------------------------------------------------------------------- options, device
+_ADMM, _DDP, _TOPK, _PACTRAIN = ADMMConfig(), DDPConfig(), TopKConfig(), PacTrainConfig()
+
+
 @dataclass(frozen=True)
 class Options:
-    """Method options (defaults: the paper's sec. 5.1.4-5.1.5 and the run config's defaults)."""
+    """What the model needs to know of a run, and the model's own constants.
 
-    batch_size: int = 128
-    local_epochs: int = 5
-    bucket_mb: float = 32.0  # hsadmm / flat_admm coalesced buffers, 1e6 bytes (sec. 4.4.2)
-    ddp_bucket_mb: float = 25.0  # DDP bucket_cap_mb, MiB
+    The run's part defaults to the run config's defaults (the paper's sec. 5.1.4-5.1.5 on CIFAR-10) and
+    is built from a run with :meth:`from_config`; the model's constants (``ddp_overlap`` and below) are
+    assumptions documented in the module docstring.
+    """
+
+    batch_size: int = DATASET_DEFAULTS["cifar10"]["batch_size"]
+    local_epochs: int = _ADMM.local_epochs
+    bucket_mb: float = _ADMM.bucket_mb  # hsadmm / flat_admm coalesced buffers, 1e6 bytes (sec. 4.4.2)
+    ddp_bucket_mb: float = _DDP.bucket_cap_mb  # DDP bucket_cap_mb, MiB
     ddp_grad_bytes: int = 4  # 2 with --grad-dtype bf16/fp16
+    topk_ratio: float = _TOPK.ratio
+    density: float = _PACTRAIN.density  # pactrain
+    filter_keep: float = _ADMM.filter_keep
+    channel_keep: float = _ADMM.channel_keep
+    shape_keep: float = _ADMM.shape_keep
+    layers: str | None = _ADMM.layers
+    # hsadmm iterations with a dynamic mask: T_freeze / (K_max + retraining) = 15 / 60 by default
+    dynamic_fraction: float = _ADMM.freeze_iteration / (_ADMM.iterations + _ADMM.retrain_epochs)
     ddp_overlap: float = 1.0  # share of the backward pass that DDP's AllReduce can hide behind
     backward_fraction: float = 2.0 / 3.0  # backward ~ 2x forward FLOPs
-    topk_ratio: float = 0.01
     topk_passes: float = 5.0  # reads of the tensor by torch.topk's radix select (assumption, see docstring)
-    density: float = 0.5  # pactrain
-    filter_keep: float = 1.0
-    channel_keep: float = 0.5
-    shape_keep: float = 1.0
-    layers: str | None = None
-    dynamic_fraction: float = 0.25  # hsadmm iterations with a dynamic mask: T_freeze / K_max = 15 / 60
     admm_update_passes: float = 25.0  # 4-byte passes over all parameters per consensus (z, u, v, norms)
     prox_bytes_per_param: float = 24.0  # proximal term per local step: read p, anchor, grad; temp; write grad
     random_access_bytes: float = 64.0  # one scattered read-modify-write (two 32-byte sectors)
+
+    @classmethod
+    def from_config(cls, cfg: RunConfig, **model: Any) -> Options:
+        """The options of a run (``model``: the model's own constants, e.g. ``ddp_overlap``)."""
+        a = cfg.admm
+        return cls(
+            batch_size=cfg.batch_size,
+            local_epochs=a.local_epochs,
+            bucket_mb=a.bucket_mb,
+            ddp_bucket_mb=cfg.ddp.bucket_cap_mb,
+            ddp_grad_bytes=4 if cfg.ddp.grad_dtype == "fp32" else 2,
+            topk_ratio=cfg.topk.ratio,
+            density=cfg.pactrain.density,
+            filter_keep=a.filter_keep,
+            channel_keep=a.channel_keep,
+            shape_keep=a.shape_keep,
+            layers=a.layers,
+            dynamic_fraction=min(a.freeze_iteration, a.iterations) / (a.iterations + a.retrain_epochs),
+            **model,
+        )
 
 
 @dataclass(frozen=True)
@@ -197,7 +240,7 @@ def hsadmm_workload(spec: ModelSpec, kept: Kept, opts: Options, shard: int, dyna
     often) the mask is still dynamic, i.e. mask_sync + its Broadcast happen."""
     dense = [p.numel for p in spec.params] + list(spec.buffers)
     coll = [Collective("flat", "barrier", 1, tag="wait for every rank")]
-    for i, b in enumerate(bucket_sizes(dense, 4, int(opts.bucket_mb * 1e6))):
+    for i, b in enumerate(bucket_bytes(dense, 4, int(opts.bucket_mb * 1e6))):
         coll.append(Collective("intra", "allreduce", b, tag=f"theta+u bucket {i}"))
     names = set(kept)
     constrained = [p for p in spec.params if p.name in names]
@@ -214,7 +257,7 @@ def hsadmm_workload(spec: ModelSpec, kept: Kept, opts: Options, shard: int, dyna
             compact.append(ko * ki * math.prod(p.shape[2:]))
         else:
             compact.append(p.numel)
-    for i, b in enumerate(bucket_sizes(compact + list(spec.buffers), 4, int(opts.bucket_mb * 1e6))):
+    for i, b in enumerate(bucket_bytes(compact + list(spec.buffers), 4, int(opts.bucket_mb * 1e6))):
         coll.append(Collective("inter", "allreduce", b, tag=f"compact z+v bucket {i}"))
         coll.append(Collective("intra", "broadcast", b, tag=f"compact z bucket {i}"))
     coll.append(Collective("flat", "allreduce", 8 * HSADMM_RESIDUAL_COLUMNS * len(spec.params), tag="residuals"))
@@ -244,7 +287,7 @@ def flat_admm_workload(spec: ModelSpec, opts: Options, shard: int) -> Workload:
     coll = [Collective("flat", "barrier", 1, tag="wait for every rank")]
     coll += [
         Collective("flat", "allreduce", b, tag=f"theta+u bucket {i}")
-        for i, b in enumerate(bucket_sizes(dense, 4, int(opts.bucket_mb * 1e6)))
+        for i, b in enumerate(bucket_bytes(dense, 4, int(opts.bucket_mb * 1e6)))
     ]
     coll.append(Collective("flat", "allreduce", 8 * FLAT_ADMM_RESIDUAL_COLUMNS * len(spec.params), tag="residuals"))
     steps = opts.local_epochs * math.ceil(shard / opts.batch_size)
