@@ -17,11 +17,12 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from prunex.methods.registry import METHOD_NAMES
+
 # Names that can become part of a directory or a Slurm job name: no path separators, no spaces,
 # no shell metacharacters, no leading dot (so "..", ".hidden" are refused).
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+=-]{0,127}$")
 
-METHOD_NAMES = ("ddp", "topk", "flat_admm", "hsadmm", "pactrain")
 DATASET_NAMES = ("cifar10", "digits")
 EXECUTOR_NAMES = ("debug", "local", "slurm")
 LINK_MODELS = ("none", "alpha-beta", "netns-tc")

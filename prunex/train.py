@@ -42,7 +42,8 @@ from prunex.comm import Comm
 from prunex.config import RunConfig
 from prunex.data import load_dataset
 from prunex.log import RunLog, collect_meta, merge_parts, write_atomic, write_json
-from prunex.methods import METHODS, Context
+from prunex.methods import method_class
+from prunex.methods.base import Context
 from prunex.minicluster.wire import LINK_MODEL, link_model_active, read_counters
 from prunex.models import build_model
 from prunex.topology import backend_for, build_groups, device_for, discover, init_distributed
@@ -136,7 +137,7 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
     # namespace's interface before the method is built (DDP broadcasts then) and after each iteration.
     wire_last = read_counters() if topo.is_leader else None
     ctx = Context(config, topo, groups, comm, device, model, train_set, log)
-    method = METHODS[config.method](ctx)
+    method = method_class(config.method)(ctx)
 
     total = method.num_iterations
     wall, start = 0.0, 0

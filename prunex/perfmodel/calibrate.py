@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from prunex.commcost import FIT_WEIGHTINGS, bandwidth_bytes, fit_alpha_beta, ring_steps
+from prunex.methods.registry import method_info
 from prunex.perfmodel.formulas import Link, Network
 
 DATASET_SIZES = {"cifar10": 50_000, "digits": 1_438}  # training images (README: digits 80% of 1,797)
@@ -299,7 +300,7 @@ def shard_of(config: dict[str, Any]) -> int:
 def samples_per_iteration(config: dict[str, Any]) -> float:
     """Training samples one rank processes per logged iteration of a run (config.json as a dict)."""
     shard = shard_of(config)
-    if config["method"] in ("hsadmm", "flat_admm"):
+    if method_info(config["method"]).outer_iterations:
         return float(config["admm"]["local_epochs"] * shard)
     return float(min(int(config["batch_size"]), shard))
 

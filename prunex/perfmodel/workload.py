@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import fnmatch
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
@@ -49,10 +49,9 @@ from typing import Any
 from prunex.admm.residuals import FLAT_TABLE_COLUMNS, HSADMM_TABLE_COLUMNS
 from prunex.commcost import bucket_bytes, ddp_bucket_sizes, keep_count, ring_bytes, topk_count
 from prunex.config import DATASET_DEFAULTS, ADMMConfig, DDPConfig, PacTrainConfig, RunConfig, TopKConfig
+from prunex.methods.registry import method_info
 from prunex.perfmodel.formulas import Collective, Network, time_of
 
-METHODS = ("hsadmm", "flat_admm", "ddp", "topk", "pactrain")
-ADMM_METHODS = ("hsadmm", "flat_admm")
 COMM_COLUMNS = (
     "intra_allreduce_s",
     "inter_allreduce_s",
@@ -342,6 +341,23 @@ def pactrain_workload(spec: ModelSpec, opts: Options) -> Workload:
     return Workload("pactrain", coll, opts.batch_size, 1, compress_bytes=mem, compress_launches=5 * len(pruned))
 
 
+def _hsadmm(spec: ModelSpec, opts: Options, world: int, shard: int, kept: Kept | None, dynamic: float | None):
+    if kept is None:
+        kept = kept_from_keep(spec, opts.filter_keep, opts.channel_keep, opts.layers)
+    return hsadmm_workload(spec, kept, opts, shard, opts.dynamic_fraction if dynamic is None else dynamic)
+
+
+# The workload builders the method registry (`prunex.methods.registry`, ``MethodInfo.workload``) names:
+# (spec, opts, world size, shard, kept groups or None, dynamic fraction or None) -> Workload.
+WORKLOADS: dict[str, Callable[[ModelSpec, Options, int, int, Kept | None, float | None], Workload]] = {
+    "hsadmm": _hsadmm,
+    "flat_admm": lambda spec, opts, world, shard, kept, dynamic: flat_admm_workload(spec, opts, shard),
+    "ddp": lambda spec, opts, world, shard, kept, dynamic: ddp_workload(spec, opts),
+    "topk": lambda spec, opts, world, shard, kept, dynamic: topk_workload(spec, opts, world),
+    "pactrain": lambda spec, opts, world, shard, kept, dynamic: pactrain_workload(spec, opts),
+}
+
+
 def method_workload(
     method: str,
     spec: ModelSpec,
@@ -351,20 +367,10 @@ def method_workload(
     kept: Kept | None = None,
     dynamic: float | None = None,
 ) -> Workload:
-    """The :class:`Workload` of one iteration of ``method`` (``shard``: training samples per rank)."""
-    if method == "hsadmm":
-        if kept is None:
-            kept = kept_from_keep(spec, opts.filter_keep, opts.channel_keep, opts.layers)
-        return hsadmm_workload(spec, kept, opts, shard, opts.dynamic_fraction if dynamic is None else dynamic)
-    if method == "flat_admm":
-        return flat_admm_workload(spec, opts, shard)
-    if method == "ddp":
-        return ddp_workload(spec, opts)
-    if method == "topk":
-        return topk_workload(spec, opts, world)
-    if method == "pactrain":
-        return pactrain_workload(spec, opts)
-    raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
+    """The :class:`Workload` of one iteration of ``method`` (``shard``: training samples per rank), by
+    the builder its registry entry names. ``kept``/``dynamic`` (H-SADMM): the kept groups (default: from
+    the keep rates) and the share of iterations with a dynamic mask (default: ``opts.dynamic_fraction``)."""
+    return WORKLOADS[method_info(method).workload](spec, opts, world, shard, kept, dynamic)
 
 
 # ------------------------------------------------------------------------------------------ costing
@@ -481,16 +487,15 @@ def epoch_cost(
     steps = math.ceil(shard / opts.batch_size)
     w = method_workload(method, spec, replace(opts, batch_size=min(opts.batch_size, shard)), world, shard, kept)
     cost = iteration_cost(w, nodes, procs_per_node, net, device, opts)
-    if method in ADMM_METHODS:
+    outer = method_info(method).outer_iterations  # an outer ADMM iteration of E local epochs
+    if outer:
         scale, per = 1.0 / opts.local_epochs, cost.as_dict()
     else:  # per step: compute by samples, everything else per step
         scale, per = float(steps), cost.as_dict()
         per["compute_s"] = shard * device.compute_s_per_sample / steps
     out = {k: float(v) * scale for k, v in per.items() if k.endswith("_s") or k.endswith("_bytes")}
     out["epoch_s"] = (
-        out.pop("iter_s")
-        if method in ADMM_METHODS
-        else (out["compute_s"] + out["compress_s"] + out["comm_s"] - out["hidden_s"])
+        out.pop("iter_s") if outer else (out["compute_s"] + out["compress_s"] + out["comm_s"] - out["hidden_s"])
     )
     out.update(
         gpus=world,
