@@ -131,7 +131,7 @@ def _tiny() -> workload.ModelSpec:
 
 def test_hsadmm_workload_by_hand():
     spec = _tiny()  # conv 288, bn 8, fc 80 + 10, buffers 16: 402 floats
-    opts = workload.Options(batch_size=10, local_epochs=2, channel_keep=0.5)
+    opts = workload.Options(batch_size=10, local_epochs=2, channel_keep=0.5, average_bn_stats=True)
     kept = workload.kept_from_keep(spec, 1.0, 0.5)
     assert kept == {"conv.weight": (8, 2)}
     w = workload.hsadmm_workload(spec, kept, opts, shard=25, dynamic=1.0)
@@ -149,8 +149,12 @@ def test_hsadmm_workload_by_hand():
     assert workload.compact_fraction(spec, kept) == 0.5
     frozen = workload.hsadmm_workload(spec, kept, opts, shard=25, dynamic=0.0)
     assert [c.op for c in frozen.collectives].count("mask_sync") == 0
+    # BatchNorm statistics re-estimated before evaluation (the default): not exchanged at all
+    lean = workload.hsadmm_workload(spec, kept, workload.Options(channel_keep=0.5), shard=25, dynamic=0.0)
+    got = [(c.level, c.op, c.nbytes) for c in lean.collectives if c.op == "allreduce"]
+    assert got == [("intra", "allreduce", 4 * 386), ("inter", "allreduce", 4 * 242), ("flat", "allreduce", 8 * 9 * 4)]
     # bucketing: a 1000-byte cap splits the 1608-byte intra buffer after the conv weight
-    small = workload.hsadmm_workload(spec, kept, workload.Options(bucket_mb=1e-3), shard=25)
+    small = workload.hsadmm_workload(spec, kept, workload.Options(bucket_mb=1e-3, average_bn_stats=True), shard=25)
     assert [c.nbytes for c in small.collectives if c.level == "intra" and c.op == "allreduce"] == [1152, 456]
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -141,8 +142,12 @@ def last_arriver_comm(comm):
 
 
 def options_of(config: dict[str, Any]) -> Options:
-    """The perf-model options of a run's config.json (`Options.from_config`)."""
-    return Options.from_config(RunConfig.from_dict(config))
+    """The perf-model options of a run's config.json (`Options.from_config`). A config written before
+    ``admm.average_bn_stats`` existed is of a run that averaged BatchNorm statistics at every consensus."""
+    opts = Options.from_config(RunConfig.from_dict(config))
+    if "average_bn_stats" not in config.get("admm", {}):
+        opts = replace(opts, average_bn_stats=True)
+    return opts
 
 
 def run_workloads(run: RunData, spec: ModelSpec, opts: Options) -> dict[int, Workload]:

@@ -10,10 +10,11 @@ Per-iteration collectives, read off the implementation:
 
 - ``hsadmm`` (`prunex.admm.hsadmm.HSADMM.consensus`): a flat barrier (1-byte AllReduce: waiting for
   stragglers is logged apart from the transfers), an intra AllReduce of every parameter and
-  floating-point buffer (BatchNorm statistics) in ``bucket_mb`` buckets (1e6 bytes); while the mask is
+  floating-point buffer (BatchNorm statistics, only with ``average_bn_stats``: runs send them only when
+  evaluation does not re-estimate them) in ``bucket_mb`` buckets (1e6 bytes); while the mask is
   dynamic, a uint8 mask_sync over the leaders (eq. (14); out + in (+ shape) flags per constrained
   layer) and an intra Broadcast of that vector; the leaders' inter AllReduce of the compact buffers
-  (kept_out x kept_in x kh x kw per constrained layer, dense otherwise, plus the buffers; eq. (15)) in
+  (kept_out x kept_in x kh x kw per constrained layer, dense otherwise, plus any buffers; eq. (15)) in
   ``bucket_mb`` buckets; the intra Broadcast of those buckets; one flat AllReduce of the residual
   table (float64, 9 columns per parameter tensor).
 - ``flat_admm`` (`prunex.admm.flat.FlatADMM`): the same flat barrier, one flat AllReduce of all
@@ -176,6 +177,8 @@ class Options:
     channel_keep: float = _ADMM.channel_keep
     shape_keep: float = _ADMM.shape_keep
     layers: str | None = _ADMM.layers
+    # BatchNorm statistics in the ADMM consensus: only when not re-estimated before evaluation
+    average_bn_stats: bool = RunConfig.bn_batches == 0
     # hsadmm iterations with a dynamic mask: T_freeze / (K_max + retraining) = 15 / 60 by default
     dynamic_fraction: float = _ADMM.freeze_iteration / (_ADMM.iterations + _ADMM.retrain_epochs)
     ddp_overlap: float = 1.0  # share of the backward pass that DDP's AllReduce can hide behind
@@ -201,6 +204,7 @@ class Options:
             channel_keep=a.channel_keep,
             shape_keep=a.shape_keep,
             layers=a.layers,
+            average_bn_stats=cfg.averages_bn_stats,
             dynamic_fraction=min(a.freeze_iteration, a.iterations) / (a.iterations + a.retrain_epochs),
             **model,
         )
@@ -237,7 +241,8 @@ def _float_bytes(n: float) -> float:
 def hsadmm_workload(spec: ModelSpec, kept: Kept, opts: Options, shard: int, dynamic: float = 0.0) -> Workload:
     """One outer H-SADMM iteration (Alg. 1; module docstring). ``dynamic`` in [0, 1]: whether (or how
     often) the mask is still dynamic, i.e. mask_sync + its Broadcast happen."""
-    dense = [p.numel for p in spec.params] + list(spec.buffers)
+    buffers = list(spec.buffers) if opts.average_bn_stats else []
+    dense = [p.numel for p in spec.params] + buffers
     coll = [Collective("flat", "barrier", 1, tag="wait for every rank")]
     for i, b in enumerate(bucket_bytes(dense, 4, int(opts.bucket_mb * 1e6))):
         coll.append(Collective("intra", "allreduce", b, tag=f"theta+u bucket {i}"))
@@ -256,7 +261,7 @@ def hsadmm_workload(spec: ModelSpec, kept: Kept, opts: Options, shard: int, dyna
             compact.append(ko * ki * math.prod(p.shape[2:]))
         else:
             compact.append(p.numel)
-    for i, b in enumerate(bucket_bytes(compact + list(spec.buffers), 4, int(opts.bucket_mb * 1e6))):
+    for i, b in enumerate(bucket_bytes(compact + buffers, 4, int(opts.bucket_mb * 1e6))):
         coll.append(Collective("inter", "allreduce", b, tag=f"compact z+v bucket {i}"))
         coll.append(Collective("intra", "broadcast", b, tag=f"compact z bucket {i}"))
     coll.append(Collective("flat", "allreduce", 8 * HSADMM_RESIDUAL_COLUMNS * len(spec.params), tag="residuals"))
@@ -282,7 +287,7 @@ def hsadmm_workload(spec: ModelSpec, kept: Kept, opts: Options, shard: int, dyna
 
 def flat_admm_workload(spec: ModelSpec, opts: Options, shard: int) -> Workload:
     """One outer flat consensus ADMM iteration (PruneX (AR), `prunex.admm.flat`)."""
-    dense = [p.numel for p in spec.params] + list(spec.buffers)
+    dense = [p.numel for p in spec.params] + (list(spec.buffers) if opts.average_bn_stats else [])
     coll = [Collective("flat", "barrier", 1, tag="wait for every rank")]
     coll += [
         Collective("flat", "allreduce", b, tag=f"theta+u bucket {i}")
