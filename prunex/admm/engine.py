@@ -4,8 +4,8 @@ An engine holds, per parameter of the local model, the device-local ``theta`` (u
 caller's local SGD, phase 1) and its scaled dual ``u``, the global consensus ``z``, and per layer the
 penalty ``rho_intra`` (rho_1, the proximal term's), the global group mask of every constrained layer
 (`prunex.pruning.GroupMask`) and the freezing rule (`prunex.admm.freeze.MaskFreeze`). Subclasses add
-their own state (H-SADMM: z_i, v, rho_2), name it in ``STATE``/``PENALTIES`` and implement
-``consensus`` as a sequence of the steps of `prunex.admm.steps`. Checkpointing is here, once.
+their own state (H-SADMM: z_i, v, rho_2) in ``init_engine``, name it in ``STATE``/``PENALTIES`` and
+implement ``consensus`` as a sequence of the steps of `prunex.admm.steps`. Checkpointing is here, once.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ class ConsensusEngine:
     """
 
     STATE: tuple[str, ...] = ("u", "z")  # per-parameter tensors
+    ANCHOR = "z"  # the consensus variable the proximal term of phase 1 pulls theta towards
     PENALTIES: tuple[str, ...] = ("rho_intra",)
 
     def __init__(
@@ -73,6 +74,10 @@ class ConsensusEngine:
             n: GroupMask.full(tuple(self.theta[n].shape), self.device, s.with_shape) for n, s in self.sparsity.items()
         }
         self.freeze = MaskFreeze(cfg.freeze_iteration, cfg.freeze_patience)
+        self.init_engine()
+
+    def init_engine(self) -> None:
+        """The subclass's own state and buffers (called at the end of construction)."""
 
     @property
     def frozen(self) -> bool:
@@ -80,8 +85,18 @@ class ConsensusEngine:
 
     def anchors(self) -> dict[str, torch.Tensor]:
         """Per parameter, the point the proximal term of phase 1 pulls theta to: rho_1 (theta - anchor)
-        (eq. (8): anchor = z_i - u_ij; flat consensus: z - u)."""
-        raise NotImplementedError
+        (eq. (8): anchor = z_i - u_ij, ``ANCHOR = "z_node"``; flat consensus: z - u)."""
+        consensus = getattr(self, self.ANCHOR)
+        return {n: consensus[n] - self.u[n] for n in self.names}
+
+    def begin_round(self, force_frozen: bool) -> bool:
+        """Start a consensus round: freeze the mask when asked (masked retraining), then wait for every
+        rank (ranks finish local training at different times; the wait is logged as a `barrier`, so
+        the collectives that follow are timed as transfers). Returns whether the mask is dynamic."""
+        if force_frozen:
+            self.freeze.force()
+        self.comm.barrier("flat")
+        return not self.freeze.frozen
 
     # -- residual table and logs ---------------------------------------------------------------------
     def total(self, rows: list[list[float]]) -> list[list[float]]:

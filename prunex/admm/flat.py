@@ -22,46 +22,25 @@ mask model and mask freezing (`MaskFreeze`) are those of hsadmm; `rho_intra` is 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import torch
 
 from prunex.admm.engine import ConsensusEngine, ConsensusResult
 from prunex.admm.residuals import FlatNorms, flat_residual, rebalance
 from prunex.admm.steps import dual_updates, project_or_freeze, sum_theta_plus_u, z_node_step
-from prunex.comm import Comm
 from prunex.comm.bucket import Bucketer
-from prunex.config import ADMMConfig
-from prunex.pruning import LayerSparsity
 
 
 class FlatADMM(ConsensusEngine):
     """Consensus ADMM over the flat group, with the same interface as `HSADMM`."""
 
-    def __init__(
-        self,
-        theta: Mapping[str, torch.Tensor],
-        buffers: Mapping[str, torch.Tensor],
-        sparsity: Mapping[str, LayerSparsity],
-        cfg: ADMMConfig,
-        comm: Comm,
-        weight_decay: float,
-    ) -> None:
-        super().__init__(theta, buffers, sparsity, cfg, comm, weight_decay)
-        self.buckets = Bucketer(cfg.bucket_mb, self.dtype, self.device)
-
-    def anchors(self) -> dict[str, torch.Tensor]:
-        """z - u_n per parameter: every worker's proximal term pulls it to the global z."""
-        return {n: self.z[n] - self.u[n] for n in self.names}
+    def init_engine(self) -> None:
+        self.buckets = Bucketer(self.cfg.bucket_mb, self.dtype, self.device)
 
     @torch.no_grad()
     def consensus(self, k: int, *, force_frozen: bool = False) -> ConsensusResult:
         topo, comm = self.topo, self.comm
         N = topo.world_size
-        if force_frozen:
-            self.freeze.force()
-        dynamic = not self.freeze.frozen
-        comm.barrier("flat")  # waiting for stragglers is logged apart from the transfer (see hsadmm)
+        dynamic = self.begin_round(force_frozen)
         summed, buffer_sums = sum_theta_plus_u(self.theta, self.u, self.buffers, self.buckets, comm, "flat")
 
         drift: dict[str, int] = {}

@@ -36,8 +36,6 @@ rho_2 (z_i^{k+1} - z^k), which is not a dual residual of the z-update.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import torch
 
 from prunex.admm.engine import ConsensusEngine, ConsensusResult
@@ -50,10 +48,8 @@ from prunex.admm.steps import (
     sync_masks,
     z_node_step,
 )
-from prunex.comm import Comm
 from prunex.comm.bucket import Bucketer
-from prunex.config import ADMMConfig
-from prunex.pruning import GroupMask, LayerSparsity
+from prunex.pruning import GroupMask
 
 __all__ = ["HSADMM", "ConsensusResult"]
 
@@ -63,40 +59,24 @@ class HSADMM(ConsensusEngine):
 
     STATE = ("u", "v", "z_node", "z")
     PENALTIES = ("rho_intra", "rho_inter")
+    ANCHOR = "z_node"  # eq. (8): rho_1 (theta - z_i + u)
 
-    def __init__(
-        self,
-        theta: Mapping[str, torch.Tensor],
-        buffers: Mapping[str, torch.Tensor],
-        sparsity: Mapping[str, LayerSparsity],
-        cfg: ADMMConfig,
-        comm: Comm,
-        weight_decay: float,
-    ) -> None:
-        super().__init__(theta, buffers, sparsity, cfg, comm, weight_decay)
+    def init_engine(self) -> None:
         with torch.no_grad():
             # Alg. 1 line 1: z_i from the same initialisation; v = 0
             self.v = {n: torch.zeros_like(t) for n, t in self.theta.items()}
             self.z_node = {n: t.detach().clone() for n, t in self.theta.items()}
-        self.rho_inter = dict.fromkeys(self.names, cfg.rho_inter)
+        self.rho_inter = dict.fromkeys(self.names, self.cfg.rho_inter)
         self.node_masks: dict[str, GroupMask] = {}
-        self.intra_buckets = Bucketer(cfg.bucket_mb, self.dtype, self.device)
-        self.inter_buckets = Bucketer(cfg.bucket_mb, self.dtype, self.device)
-
-    def anchors(self) -> dict[str, torch.Tensor]:
-        """z_i - u_ij per parameter: the proximal term of eq. (8) is rho_1 (theta - anchor)."""
-        return {n: self.z_node[n] - self.u[n] for n in self.names}
+        self.intra_buckets = Bucketer(self.cfg.bucket_mb, self.dtype, self.device)
+        self.inter_buckets = Bucketer(self.cfg.bucket_mb, self.dtype, self.device)
 
     @torch.no_grad()
     def consensus(self, k: int, *, force_frozen: bool = False) -> ConsensusResult:
         """One consensus round after the local training of outer iteration `k` (0-based)."""
         topo, comm = self.topo, self.comm
         P, M = topo.procs_per_node, topo.nodes
-        if force_frozen:
-            self.freeze.force()
-        dynamic = not self.freeze.frozen
-
-        comm.barrier("flat")  # the wait for stragglers is logged as a `barrier`, not as a transfer
+        dynamic = self.begin_round(force_frozen)
         # Phase 2 (lines 6-8): intra-node AllReduce(sum) of theta + u, then the z_i step.
         summed, node_buffers = sum_theta_plus_u(self.theta, self.u, self.buffers, self.intra_buckets, comm, "intra")
         dz_node: dict[str, float] = {}

@@ -12,8 +12,8 @@ over all the copies that take part):
 
 Each engine's per-layer norms are a named dataclass (`HSADMMNorms`, `FlatNorms`) whose fields are the
 columns of the residual table totalled by one small flat AllReduce (Alg. 1 line 28); the residuals of
-each level follow from the totals (`hsadmm_residuals`, `flat_residual`). Torch-free: the performance
-model reads the table's size from here.
+each level follow from the totals (`hsadmm_residuals`, `flat_residual`, both by `level_residual`).
+Torch-free: the performance model reads the table's size from here.
 """
 
 from __future__ import annotations
@@ -43,12 +43,22 @@ class LevelResidual:
         return self.primal <= self.eps_pri and self.dual <= self.eps_dual
 
 
-def tolerances(
-    *, numel: int, x_norm: float, z_norm: float, scaled_dual_norm: float, rho: float, eps_abs: float, eps_rel: float
-) -> tuple[float, float]:
-    """(eps_pri, eps_dual) of Boyd et al. eq. (3.12); `scaled_dual_norm` is ||y|| of the scaled dual."""
-    root = math.sqrt(numel) * eps_abs
-    return root + eps_rel * max(x_norm, z_norm), root + eps_rel * rho * scaled_dual_norm
+def level_residual(
+    primal: float,
+    dual: float,
+    numel: int,
+    x_norm: float,
+    z_norm: float,
+    scaled_dual_norm: float,
+    rho: float,
+    cfg: ADMMConfig,
+) -> LevelResidual:
+    """A level's residuals with their stopping tolerances over ``numel`` stacked entries (Boyd eq. 3.12):
+    eps_pri = sqrt(p) eps_abs + eps_rel max(||x||, ||z||), eps_dual = sqrt(p) eps_abs + eps_rel ||rho y||,
+    ``scaled_dual_norm`` being ||y|| of the scaled dual."""
+    root = math.sqrt(numel) * cfg.eps_abs
+    eps_pri = root + cfg.eps_rel * max(x_norm, z_norm)
+    return LevelResidual(primal, dual, eps_pri, root + cfg.eps_rel * rho * scaled_dual_norm)
 
 
 def balance(rho: float, primal: float, dual: float, *, mu: float, tau: float, rho_max: float) -> float:
@@ -151,27 +161,9 @@ def hsadmm_residuals(
     r_in, th, zi, u, r_x, z, v, dzi, dz = (math.sqrt(max(x, 0.0)) for x in totals)
     P, M = procs_per_node, nodes
     # stacked over the N copies: ||z|| of the intra level is sqrt(sum over ranks ||z_i||^2) = zi
-    ep, ed = tolerances(
-        numel=M * P * numel,
-        x_norm=th,
-        z_norm=zi,
-        scaled_dual_norm=u,
-        rho=rho_intra,
-        eps_abs=cfg.eps_abs,
-        eps_rel=cfg.eps_rel,
-    )
-    intra = LevelResidual(r_in, rho_intra * math.sqrt(P) * dzi, ep, ed)
+    intra = level_residual(r_in, rho_intra * math.sqrt(P) * dzi, M * P * numel, th, zi, u, rho_intra, cfg)
     # stacked over the M nodes: the leaders' sums count every node once
-    ep, ed = tolerances(
-        numel=M * numel,
-        x_norm=zi / math.sqrt(P),
-        z_norm=z,
-        scaled_dual_norm=v,
-        rho=rho_inter,
-        eps_abs=cfg.eps_abs,
-        eps_rel=cfg.eps_rel,
-    )
-    return intra, LevelResidual(r_x, rho_inter * dz, ep, ed)
+    return intra, level_residual(r_x, rho_inter * dz, M * numel, zi / math.sqrt(P), z, v, rho_inter, cfg)
 
 
 # ------------------------------------------------------------------------------- flat consensus
@@ -203,13 +195,4 @@ def flat_residual(
     """The residual of one layer from its totalled row (N copies theta_n stacked against z)."""
     r, th, u = (math.sqrt(max(x, 0.0)) for x in totals)
     z_norm, dz = math.sqrt(world * norms.z), math.sqrt(world * norms.dz)  # z is the same on every rank
-    ep, ed = tolerances(
-        numel=world * numel,
-        x_norm=th,
-        z_norm=z_norm,
-        scaled_dual_norm=u,
-        rho=rho,
-        eps_abs=cfg.eps_abs,
-        eps_rel=cfg.eps_rel,
-    )
-    return LevelResidual(r, rho * dz, ep, ed)
+    return level_residual(r, rho * dz, world * numel, th, z_norm, u, rho, cfg)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from prunex.paper import FIG9_BASE_GPUS, FIG9_GPUS, FIG9_SPEEDUP
 from prunex.perfmodel.calibrate import CalibrationError, Cluster
-from prunex.perfmodel.workload import Device, Options, epoch_cost, kept_from_keep, model_spec
+from prunex.perfmodel.workload import COMM_COLUMNS, Device, Options, epoch_cost, kept_from_keep, model_spec
 
 # Paper sec. 5.4 / Fig. 9: speedup on 64 GPUs relative to 8 (ResNet-152, CIFAR-10, batch 128 per GPU)
 PAPER_SPEEDUP, PAPER_BASE_GPUS, PAPER_GPUS = FIG9_SPEEDUP, FIG9_BASE_GPUS, FIG9_GPUS
@@ -36,13 +36,7 @@ PROJECTION_COLUMNS = [
     "compress_s",
     "comm_s",
     "hidden_s",
-    "intra_allreduce_s",
-    "inter_allreduce_s",
-    "flat_allreduce_s",
-    "broadcast_s",
-    "allgather_s",
-    "mask_sync_s",
-    "barrier_s",
+    *COMM_COLUMNS,
     "inter_bytes",
     "intra_bytes",
     "iteration_s",
