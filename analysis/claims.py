@@ -15,6 +15,8 @@ loopback), `multinode` (two nodes or more). A claim whose value is not comparabl
 is otherwise `not measurable in this profile`; `ordering_needs` is what the ordering itself needs
 (a communication-time ordering means nothing without a slow inter-node link).
 
+The Fig. 9 numbers come from `prunex.paper`, where the performance model reads them too.
+
 Paper: "PruneX: A Hierarchical Communication-Efficient System for Distributed CNN Training with
 Structured Pruning" (Olama et al., 2025), 64 V100 GPUs (16 nodes x 4) of Puhti, CIFAR-10.
 """
@@ -23,6 +25,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+from prunex.paper import FIG9_EFFICIENCY_PCT, FIG9_SPEEDUP
 
 NAN = math.nan
 PAPER_SETUP = ("cifar10", "64gpus", "gpu")
@@ -221,7 +225,7 @@ CLAIMS: list[Claim] = [
         "scaling_prunex_speedup",
         "abstract; Fig. 9a; sec. 5.4",
         "PruneX speedup from 8 to 64 GPUs",
-        6.75,
+        FIG9_SPEEDUP["hsadmm"],
         "x",
         "strong_scaling",
         "scaling",
@@ -235,7 +239,7 @@ CLAIMS: list[Claim] = [
         "scaling_prunex_efficiency",
         "Fig. 9b; sec. 5.4",
         "PruneX parallel efficiency at 64 GPUs",
-        84.4,
+        FIG9_EFFICIENCY_PCT["hsadmm"],
         "%",
         "strong_scaling",
         "scaling",
@@ -249,7 +253,7 @@ CLAIMS: list[Claim] = [
         "scaling_ddp_speedup",
         "abstract; Fig. 9a; sec. 5.4",
         "DDP speedup from 8 to 64 GPUs",
-        5.81,
+        FIG9_SPEEDUP["ddp"],
         "x",
         "strong_scaling",
         "scaling",
@@ -263,7 +267,7 @@ CLAIMS: list[Claim] = [
         "scaling_ddp_efficiency",
         "Fig. 9b; sec. 5.4",
         "DDP parallel efficiency at 64 GPUs",
-        72.7,
+        FIG9_EFFICIENCY_PCT["ddp"],
         "%",
         "strong_scaling",
         "scaling",
@@ -278,7 +282,7 @@ CLAIMS: list[Claim] = [
         "scaling_topk_speedup",
         "abstract; Fig. 9a; sec. 5.4",
         "Top-K speedup from 8 to 64 GPUs",
-        3.71,
+        FIG9_SPEEDUP["topk"],
         "x",
         "strong_scaling",
         "scaling",

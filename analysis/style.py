@@ -1,7 +1,8 @@
 """Colours, labels and the plotting theme, defined once for every figure.
 
 Method colours follow the paper's Fig. 5 (PruneX green, DDP blue, Top-K pink); the paper's Fig. 7
-uses other colours for the same methods, we keep one colour per method everywhere.
+uses other colours for the same methods, we keep one colour per method everywhere. Methods' order,
+colours and labels are their entries in `prunex.methods.registry`.
 """
 
 from __future__ import annotations
@@ -9,23 +10,14 @@ from __future__ import annotations
 import matplotlib
 import seaborn as sns
 
+from prunex.methods.registry import METHOD_NAMES, REGISTRY
+
 matplotlib.use("Agg")  # analysis only writes files; it never needs a display
 
-METHOD_ORDER = ["hsadmm", "ddp", "topk", "flat_admm", "pactrain"]
-METHOD_COLORS = {
-    "hsadmm": "#2ca02c",  # green, as in the paper's Fig. 5
-    "ddp": "#1f77b4",  # blue
-    "topk": "#e377c2",  # pink
-    "flat_admm": "#d4a017",  # gold ("yellow" flat PruneX AllReduce baseline of Fig. 7)
-    "pactrain": "#8c564b",  # brown
-}
-METHOD_LABELS = {
-    "hsadmm": "PruneX (H-SADMM)",
-    "ddp": "DDP (dense)",
-    "topk": "Top-K SGD",
-    "flat_admm": "PruneX (AR, flat ADMM)",
-    "pactrain": "PacTrain",
-}
+# Methods: order, colour and label from their one description (`prunex.methods.registry`, torch-free).
+METHOD_ORDER = list(METHOD_NAMES)
+METHOD_COLORS = {m.name: m.color for m in REGISTRY.values()}
+METHOD_LABELS = {m.name: m.label for m in REGISTRY.values()}
 MODEL_LABELS = {
     "resnet18": "ResNet-18",
     "resnet20": "ResNet-20",

@@ -17,14 +17,16 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from prunex.methods.registry import METHOD_NAMES
+
 # Names that can become part of a directory or a Slurm job name: no path separators, no spaces,
 # no shell metacharacters, no leading dot (so "..", ".hidden" are refused).
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+=-]{0,127}$")
 
-METHOD_NAMES = ("ddp", "topk", "flat_admm", "hsadmm", "pactrain")
 DATASET_NAMES = ("cifar10", "digits")
 EXECUTOR_NAMES = ("debug", "local", "slurm")
 LINK_MODELS = ("none", "alpha-beta", "netns-tc")
+MOMENTUM_POLICIES = ("carry", "reset")
 
 
 # Defaults that depend on the dataset. CIFAR-10: the paper's sec. 5.1.5 (batch 128 per GPU, SGD
@@ -79,6 +81,14 @@ class ADMMConfig:
     freeze_patience: int = 3  # freeze earlier once the global mask is unchanged this many iterations
     retrain_epochs: int = 0  # masked retraining after the outer loop (sec. 4.5)
     bucket_mb: float = 32.0  # coalesced inter-node buffers (sec. 4.4.2)
+    # SGD momentum of phase 1 across outer iterations (and so across rho rescalings): "carry" keeps the
+    # buffers (one optimizer for the run), "reset" starts every phase 1 from zero momentum (a fresh solve
+    # of eq. (8) around its new anchor). See README "H-SADMM".
+    momentum_policy: str = "carry"
+    # Average BatchNorm running statistics over all ranks at every consensus (inter-node too). None: only
+    # when evaluation does not re-estimate them (RunConfig.bn_batches == 0), since re-estimation throws the
+    # averages away; RunConfig.averages_bn_stats resolves it.
+    average_bn_stats: bool | None = None
 
     def __post_init__(self) -> None:
         if self.iterations < 1:
@@ -93,14 +103,21 @@ class ADMMConfig:
             raise ConfigError("rho_mu and rho_tau must be > 1")
         for name in ("filter_keep", "channel_keep", "shape_keep"):
             _check_keep(name, getattr(self, name))
-        if self.freeze_iteration < 0:
-            raise ConfigError(f"freeze_iteration must be >= 0, got {self.freeze_iteration}")
+        if self.freeze_iteration < 1:
+            raise ConfigError(
+                f"freeze_iteration must be >= 1, got {self.freeze_iteration} (T_freeze counts the iterations "
+                "whose mask is recomputed; 0 would freeze the all-ones initial mask and never prune)"
+            )
         if self.freeze_patience < 1:
             raise ConfigError(f"freeze_patience must be >= 1, got {self.freeze_patience}")
         if self.retrain_epochs < 0:
             raise ConfigError(f"retrain_epochs must be >= 0, got {self.retrain_epochs}")
         if not self.bucket_mb > 0:
             raise ConfigError(f"bucket size must be > 0 MB, got {self.bucket_mb}")
+        if self.momentum_policy not in MOMENTUM_POLICIES:
+            raise ConfigError(
+                f"momentum_policy must be one of {', '.join(MOMENTUM_POLICIES)}, got {self.momentum_policy!r}"
+            )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -244,6 +261,12 @@ class RunConfig:
     @property
     def world_size(self) -> int:
         return self.nodes * self.procs_per_node
+
+    @property
+    def averages_bn_stats(self) -> bool:
+        """Whether the ADMM engines average BatchNorm statistics (`ADMMConfig.average_bn_stats`)."""
+        a = self.admm.average_bn_stats
+        return self.bn_batches == 0 if a is None else a
 
     def default_name(self) -> str:
         return f"{self.method}-{self.model}-{self.dataset}-{self.nodes}x{self.procs_per_node}-s{self.seed}"

@@ -275,8 +275,22 @@ def collect_meta(topology: dict[str, Any], device: str, backend: str, link_model
         "nccl": ".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else None,
         "link_model": link_model,
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+        "slurm_restart_count": os.environ.get("SLURM_RESTART_COUNT"),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
+
+
+def write_meta(run_dir: str | Path, meta: dict[str, Any]) -> Path:
+    """Write this attempt's meta without overwriting an earlier attempt's: ``meta.json`` for the first,
+    ``meta.attempt<k>.json`` (k = 2, 3, ...) for each later one (a requeued or relaunched run). Each
+    records its ``attempt`` number. Returns the path written."""
+    run_dir = Path(run_dir)
+    path, attempt = run_dir / "meta.json", 1
+    while path.exists():
+        attempt += 1
+        path = run_dir / f"meta.attempt{attempt}.json"
+    write_json(path, {**meta, "attempt": attempt})
+    return path
 
 
 def finite_or_nan(x: float) -> float:
@@ -297,7 +311,11 @@ def export_logs(src: str | Path, dst: str | Path) -> int:
         run = done.parent
         target = dst / run.relative_to(src)
         target.mkdir(parents=True, exist_ok=True)
-        for f in [*(run / n for n in SAVED_FILES), *sorted(run.glob("*.parquet"))]:
+        for f in [
+            *(run / n for n in SAVED_FILES),
+            *sorted(run.glob("meta.attempt*.json")),
+            *sorted(run.glob("*.parquet")),
+        ]:
             if f.exists():
                 shutil.copy2(f, target / f.name)
         count += 1

@@ -6,7 +6,8 @@
 Options shared by every method: --epochs --batch-size --lr --seed --name --data-root. Method
 options: --grad-dtype (ddp), --topk-ratio (topk), --density (pactrain), and the ADMM and pruning
 options of hsadmm/flat_admm (--iterations --local-epochs --channel-keep --filter-keep
---shape-keep --freeze-iteration --retrain-epochs --bucket-mb --rho-intra --rho-inter). The
+--shape-keep --freeze-iteration --retrain-epochs --bucket-mb --rho-intra --rho-inter
+--momentum-policy --average-bn-stats). The
 configuration is validated before anything is launched: a bad value is one line on stderr and
 exit code 2.
 """
@@ -44,6 +45,8 @@ _NESTED_OPTIONS = {
     "rho_intra": ("admm", "rho_intra"),
     "rho_inter": ("admm", "rho_inter"),
     "rho_max": ("admm", "rho_max"),
+    "momentum_policy": ("admm", "momentum_policy"),
+    "average_bn_stats": ("admm", "average_bn_stats"),
     "grad_dtype": ("ddp", "grad_dtype"),
     "topk_ratio": ("topk", "ratio"),
     "topk_warmup_epochs": ("topk", "warmup_epochs"),
@@ -114,6 +117,13 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         g.add_argument("--" + opt.replace("_", "-"), type=float)
     g.add_argument("--layers", help="fnmatch glob of the constrained parameter names")
+    g.add_argument("--momentum-policy", help="ADMM: SGD momentum across outer iterations, carry (default) or reset")
+    g.add_argument(
+        "--average-bn-stats",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="ADMM: average BatchNorm statistics at every consensus (default: only with --bn-batches 0)",
+    )
     g.add_argument("--grad-dtype", choices=["fp32", "bf16", "fp16"])
     g.add_argument("--topk-momentum-correction", action="store_true", default=None)
     g.add_argument("--link-model", help="none, alpha-beta or netns-tc")

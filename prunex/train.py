@@ -9,7 +9,12 @@ Before evaluating, the BatchNorm statistics of a copy of the evaluated model are
 `bn_batches` mini-batches of the rank's own shard (cumulative average, "precise BN"), for every
 method alike. The consensus model of ADMM and a freshly pruned model have no running statistics
 of their own, and at the learning rates of short CPU runs even DDP's running averages lag the
-weights; without this, accuracy measures stale statistics rather than the weights.
+weights; without this, accuracy measures stale statistics rather than the weights. (So the ADMM
+engines do not send BatchNorm statistics at all unless `bn_batches` is 0: `RunConfig.averages_bn_stats`.)
+`final_model.pt` is rank 0's last evaluated model, statistics as evaluated.
+
+`meta.json` records the first attempt; a requeued or relaunched attempt writes `meta.attempt<k>.json`
+(`prunex.log.write_meta`), so no attempt's record is overwritten.
 
 Fault injection (tests/faults): with ``PRUNEX_FAULT_NAN_AT=K`` in its environment, rank 0 fills
 one parameter of its training model with NaN at the start of iteration K, so the divergence check
@@ -41,8 +46,9 @@ from prunex import checkpoint
 from prunex.comm import Comm
 from prunex.config import RunConfig
 from prunex.data import load_dataset
-from prunex.log import RunLog, collect_meta, merge_parts, write_atomic, write_json
-from prunex.methods import METHODS, Context
+from prunex.log import RunLog, collect_meta, merge_parts, write_atomic, write_json, write_meta
+from prunex.methods import method_class
+from prunex.methods.base import Context, Method
 from prunex.minicluster.wire import LINK_MODEL, link_model_active, read_counters
 from prunex.models import build_model
 from prunex.topology import backend_for, build_groups, device_for, discover, init_distributed
@@ -68,6 +74,13 @@ def recalibrate_bn(model: nn.Module, batches: Iterable, max_batches: int, device
         m.momentum = mom
     model.train(was_training)
     return model
+
+
+def evaluated_model(method: Method, config: RunConfig, device: torch.device) -> nn.Module:
+    """A copy of the method's evaluated model with its BatchNorm statistics re-estimated on this rank's
+    shard (`bn_batches`; none re-estimated with 0): what is evaluated, and what `final_model.pt` holds."""
+    model = copy.deepcopy(method.eval_model())
+    return recalibrate_bn(model, method.loader, config.bn_batches, device)
 
 
 @torch.no_grad()
@@ -123,7 +136,7 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
         write_json(run_dir / "config.json", config.to_dict())
         job_keys = ("world_size", "nodes", "procs_per_node", "emulated")
         job_topology = {k: v for k, v in topo.as_dict().items() if k in job_keys}
-        write_json(run_dir / "meta.json", collect_meta(job_topology, str(device), backend_for(device), comm.link_model))
+        write_meta(run_dir, collect_meta(job_topology, str(device), backend_for(device), comm.link_model))
 
     seed_everything(config.seed)  # identical initial model on every rank
     model = build_model(config.model).to(device)
@@ -136,7 +149,7 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
     # namespace's interface before the method is built (DDP broadcasts then) and after each iteration.
     wire_last = read_counters() if topo.is_leader else None
     ctx = Context(config, topo, groups, comm, device, model, train_set, log)
-    method = METHODS[config.method](ctx)
+    method = method_class(config.method)(ctx)
 
     total = method.num_iterations
     wall, start = 0.0, 0
@@ -148,7 +161,7 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
         log.load_existing(resumed["iteration"])
         if topo.rank == 0:
             print(f"[{config.name}] resumed after iteration {start - 1} ({start}/{total} done)", flush=True)
-    k, test_acc = start - 1, float("nan")
+    k, test_acc, evaluated = start - 1, float("nan"), None
     nan_at = int(os.environ.get("PRUNEX_FAULT_NAN_AT", "-1"))
     for k in range(start, total):
         comm.iteration = k
@@ -170,10 +183,8 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
         comm_s = sum(r["seconds"] for r in records if r["iteration"] == k)
         test_acc = float("nan")
         if result.evaluate:
-            model_copy = copy.deepcopy(method.eval_model())
-            recalibrate_bn(model_copy, method.loader, config.bn_batches, device)
-            test_acc = evaluate(model_copy, test_loader, device)
-            del model_copy
+            evaluated = evaluated_model(method, config, device)
+            test_acc = evaluate(evaluated, test_loader, device)
         log.append("comm", records)
         if wire_last is not None:
             now = read_counters()
@@ -221,9 +232,11 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
     log.flush()
     dist.barrier(group=groups.flat)  # every rank's parts are on disk (a control message, not logged)
     if topo.rank == 0:
-        # the trained model (ADMM: the masked consensus z), loadable with weights_only=True
+        # the trained model as it was evaluated (ADMM: the masked consensus z; BatchNorm statistics
+        # re-estimated as for evaluation), loadable with weights_only=True
+        final = evaluated if evaluated is not None else evaluated_model(method, config, device)
         buf = io.BytesIO()
-        torch.save(method.eval_model().state_dict(), buf)
+        torch.save(final.state_dict(), buf)
         write_atomic(run_dir / "final_model.pt", buf.getvalue())
         merge_parts(run_dir, done=True)
         shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)

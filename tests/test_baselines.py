@@ -17,7 +17,8 @@ from torch.utils.data import TensorDataset
 from prunex.config import PacTrainConfig, RunConfig, TopKConfig
 from prunex.launch import launch
 from prunex.log import COMM_COLUMNS, STEPS_COLUMNS, RunLog
-from prunex.methods import METHODS, Context
+from prunex.methods import method_class
+from prunex.methods.base import Context
 from prunex.methods.pactrain import magnitude_mask, prune_schedule
 from prunex.methods.topk import topk_compress, topk_count, warmup_ratio
 from prunex.pruning.project import keep_count
@@ -96,14 +97,14 @@ def _cases_worker(rank: int, tmp: str) -> dict:
         )
         log = RunLog(Path(tmp) / name, rank)
         ctx = Context(cfg, topo, groups, comm, device, fresh_model(), train_set, log)
-        m = METHODS[method](ctx)
+        m = method_class(method)(ctx)
         res: dict = {}
         for k, (x, y) in enumerate(data):
             comm.iteration = k
             if resume and k == 1:
                 state = m.state_dict()
                 ctx = Context(cfg, topo, groups, comm, device, fresh_model(), train_set, log)
-                m = METHODS[method](ctx)
+                m = method_class(method)(ctx)
                 m.load_state_dict(state)
                 if epochs:
                     m.on_epoch_start(0)  # re-entering a started epoch: no second mask update

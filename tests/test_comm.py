@@ -90,5 +90,7 @@ def test_alpha_beta_delay() -> None:
     link = AlphaBetaLink(LinkConfig(model="alpha-beta", alpha_s=1e-3, bandwidth_gbit=1.0))
     topo = Topology(0, 4, 2, 2)
     # leader ring of 2: 2 steps * alpha + n bytes / (125e6 B/s)
-    assert link.delay(topo, "inter", "allreduce", 125_000_000, 0) == pytest.approx(2e-3 + 1.0)
-    assert link.delay(topo, "intra", "allreduce", 125_000_000, 0) == 0.0
+    assert link.delay(topo, "inter", "allreduce", 125_000_000) == pytest.approx(2e-3 + 1.0)
+    assert link.delay(topo, "intra", "allreduce", 125_000_000) == 0.0
+    # a barrier is a 1-byte AllReduce: 2 (g-1) steps, like every AllReduce (it used to be charged g-1)
+    assert link.delay(Topology(0, 8, 4, 2), "flat", "barrier", 1) == pytest.approx(2 * 7 * 1e-3 + 2 * 7 / 8 / 125e6)

@@ -45,6 +45,23 @@ def test_bucket_size_zero() -> None:
         ADMMConfig(bucket_mb=0)
 
 
+def test_freeze_iteration_zero_is_refused() -> None:
+    # T_freeze counts the iterations whose mask is recomputed: 0 would freeze the all-ones initial mask
+    with pytest.raises(ConfigError, match="freeze_iteration must be >= 1, got 0 .*never prune"):
+        ADMMConfig(freeze_iteration=0)
+    assert ADMMConfig(freeze_iteration=1).freeze_iteration == 1
+
+
+def test_admm_policies() -> None:
+    with pytest.raises(ConfigError, match="momentum_policy must be one of carry, reset"):
+        ADMMConfig(momentum_policy="keep")
+    # BatchNorm statistics are averaged at every consensus only when evaluation does not re-estimate them
+    assert not RunConfig(method="hsadmm").averages_bn_stats  # bn_batches 20
+    assert RunConfig(method="hsadmm", bn_batches=0).averages_bn_stats
+    forced = RunConfig(method="hsadmm", admm=ADMMConfig(average_bn_stats=True))
+    assert forced.averages_bn_stats and RunConfig.from_dict(forced.to_dict()) == forced
+
+
 def test_round_trip_and_diff() -> None:
     cfg = RunConfig(method="hsadmm", nodes=2, procs_per_node=2)
     assert RunConfig.from_dict(cfg.to_dict()) == cfg
@@ -60,6 +77,8 @@ def test_round_trip_and_diff() -> None:
         (["--method", "ddp", "--lr", "-1"], "learning rate"),
         (["--method", "hsadmm", "--channel-keep", "1.5"], "channel_keep must be in (0, 1]"),
         (["--method", "ddp", "--name", "../../x"], "invalid run name"),
+        (["--method", "hsadmm", "--freeze-iteration", "0"], "freeze_iteration must be >= 1"),
+        (["--method", "hsadmm", "--momentum-policy", "sometimes"], "momentum_policy must be one of"),
     ],
 )
 def test_cli_rejects_before_launch(tmp_path: Path, args: list[str], message: str, capsys) -> None:

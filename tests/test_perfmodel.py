@@ -8,8 +8,10 @@ import random
 
 import pandas as pd
 import pytest
+import torch
 
-from prunex.comm.bucket import plan_buckets
+from prunex import commcost
+from prunex.comm.bucket import Bucketer
 from prunex.comm.volume import group_members, wire_bytes
 from prunex.perfmodel import calibrate, formulas, workload
 from prunex.perfmodel.__main__ import main
@@ -31,9 +33,10 @@ def test_ring_formulas_match_hand_computed_values():
     assert formulas.broadcast_time(1000, 8, L, "tree") == pytest.approx(6e-3)
     assert formulas.broadcast_time(1000, 8, L, "ring") == pytest.approx(8e-3)
     assert formulas.allreduce_time(1000, 2, L) == pytest.approx(2e-3 + 1e-3)
-    for op in formulas.OPS:
-        assert formulas.collective_time(op, 1000, 1, L) == 0.0
-    assert formulas.ring_steps("mask_sync", 5) == 8 and formulas.ring_steps("broadcast", 5, "tree") == 3
+    for op in commcost.OPS:
+        assert commcost.collective_time(op, 1000, 1, L) == 0.0
+    assert commcost.ring_steps("mask_sync", 5) == 8 and commcost.ring_steps("broadcast", 5, "tree") == 3
+    assert commcost.ring_steps("barrier", 5) == 8  # a 1-byte AllReduce, in the run's emulation too
 
 
 def test_levels_pick_links_flat_uses_inter_when_spanning_nodes():
@@ -74,15 +77,19 @@ def test_emulated_network_adds_the_alpha_beta_delay_to_the_loopback():
     ]
     for level, op, m, p in cases:
         topo = Topology(0, m * p, m, p, emulated=True)
-        g = formulas.group_size(level, m, p)
-        assert formulas.emulation_delay(op, 4096, g, model) == pytest.approx(link.delay(topo, level, op, 4096, 0))
+        g = commcost.group_size(level, m, p)
+        crossing = Network(Link(0.0, 1e30), model, emulated=True)  # an instant loopback: the delay alone
+        got = formulas.time_of(formulas.Collective(level, op, 4096), m, p, crossing)
+        assert got == pytest.approx(link.delay(topo, level, op, 4096)), (level, op)
+        assert got == pytest.approx(commcost.collective_time(op, 4096, g, model, "ring"))
+    assert link.delay(Topology(0, 4, 2, 2), "intra", "allreduce", 4096) == 0.0
 
 
 @pytest.mark.parametrize("m,p", [(1, 4), (2, 2), (3, 2), (4, 1), (2, 3)])
 def test_ring_bytes_equal_the_logged_volume_summed_over_ranks(m, p):
     n = 1000
-    for level in formulas.LEVELS:
-        for op in formulas.OPS:
+    for level in commcost.LEVELS:
+        for op in commcost.OPS:
             want_inter = want_intra = 0.0
             for rank in range(m * p):
                 topo = Topology(rank, m * p, m, p, emulated=True)
@@ -90,7 +97,7 @@ def test_ring_bytes_equal_the_logged_volume_summed_over_ranks(m, p):
                 if rank in members:
                     i, a = wire_bytes(topo, level, op, n, min(members))
                     want_inter, want_intra = want_inter + i, want_intra + a
-            got = formulas.ring_bytes(level, op, n, m, p)
+            got = commcost.ring_bytes(level, op, n, m, p)
             assert got == pytest.approx((want_inter, want_intra)), (level, op)
 
 
@@ -99,10 +106,12 @@ def test_buckets_match_the_bucketer_and_ddp():
     for _ in range(20):
         numels = [rng.randint(1, 5000) for _ in range(rng.randint(1, 30))]
         cap = rng.randint(100, 20000)
-        _, sizes = plan_buckets(numels, 4, cap)
-        assert formulas.bucket_sizes(numels, 4, cap) == [4 * s for s in sizes]
+        bucketer = Bucketer(1.0, torch.float32, torch.device("cpu"))
+        bucketer.bucket_bytes = cap
+        bucketer.layout(numels)  # what the engines allocate, against what the model prices
+        assert [4 * b.numel() for b in bucketer.buffers] == commcost.bucket_bytes(numels, 4, cap)
     # DDP closes a bucket once it reaches the cap: 30+30+50 | 100 | 20
-    assert formulas.ddp_bucket_sizes([30, 30, 50, 100, 20], 100) == [110, 100, 20]
+    assert commcost.ddp_bucket_sizes([30, 30, 50, 100, 20], 100) == [110, 100, 20]
 
 
 # ------------------------------------------------------------------------------------------ workloads
@@ -122,7 +131,7 @@ def _tiny() -> workload.ModelSpec:
 
 def test_hsadmm_workload_by_hand():
     spec = _tiny()  # conv 288, bn 8, fc 80 + 10, buffers 16: 402 floats
-    opts = workload.Options(batch_size=10, local_epochs=2, channel_keep=0.5)
+    opts = workload.Options(batch_size=10, local_epochs=2, channel_keep=0.5, average_bn_stats=True)
     kept = workload.kept_from_keep(spec, 1.0, 0.5)
     assert kept == {"conv.weight": (8, 2)}
     w = workload.hsadmm_workload(spec, kept, opts, shard=25, dynamic=1.0)
@@ -140,8 +149,12 @@ def test_hsadmm_workload_by_hand():
     assert workload.compact_fraction(spec, kept) == 0.5
     frozen = workload.hsadmm_workload(spec, kept, opts, shard=25, dynamic=0.0)
     assert [c.op for c in frozen.collectives].count("mask_sync") == 0
+    # BatchNorm statistics re-estimated before evaluation (the default): not exchanged at all
+    lean = workload.hsadmm_workload(spec, kept, workload.Options(channel_keep=0.5), shard=25, dynamic=0.0)
+    got = [(c.level, c.op, c.nbytes) for c in lean.collectives if c.op == "allreduce"]
+    assert got == [("intra", "allreduce", 4 * 386), ("inter", "allreduce", 4 * 242), ("flat", "allreduce", 8 * 9 * 4)]
     # bucketing: a 1000-byte cap splits the 1608-byte intra buffer after the conv weight
-    small = workload.hsadmm_workload(spec, kept, workload.Options(bucket_mb=1e-3), shard=25)
+    small = workload.hsadmm_workload(spec, kept, workload.Options(bucket_mb=1e-3, average_bn_stats=True), shard=25)
     assert [c.nbytes for c in small.collectives if c.level == "intra" and c.op == "allreduce"] == [1152, 456]
 
 
@@ -184,7 +197,7 @@ SIZES = [1024 * 4**i for i in range(10)]  # 1 KiB .. 256 MiB
 )
 def test_fit_recovers_alpha_and_beta(op, members, algo):
     true = Link(alpha_s=25e-6, beta=1.25e8)
-    t = [formulas.collective_time(op, n, members, true, algo) for n in SIZES]
+    t = [commcost.collective_time(op, n, members, true, algo) for n in SIZES]
     exact = calibrate.fit_link(SIZES, t, op, members, algo)
     assert exact.link.alpha_s == pytest.approx(true.alpha_s, rel=1e-6)
     assert exact.link.beta == pytest.approx(true.beta, rel=1e-6)
@@ -470,3 +483,24 @@ def test_sweep_fit_on_last_arriver_times_recovers_the_link(tmp_path):
     assert set(calibrate.read_fit_table(sweep, "last")["time_stat"]) == {"slowest member"}
     with pytest.raises(calibrate.CalibrationError):
         calibrate.read_fit_table(sweep, "fastest")
+
+
+@pytest.mark.parametrize("filter_keep, channel_keep", [(1.0, 0.5), (0.5, 0.5), (0.5, 1.0), (0.25, 0.75)])
+def test_model_constrains_the_layers_and_groups_that_runs_constrain(filter_keep, channel_keep):
+    """The perf model's kept groups are those of `constrained_layers` on the real model: the RGB stem
+    keeps its 3 channels (and is unconstrained without filter sparsity) in the model as in runs."""
+    from prunex.models import build_model
+    from prunex.pruning import constrained_layers, keep_count
+
+    model = build_model("resnet20")
+    shapes = {n: p.shape for n, p in model.named_parameters()}
+    layers = constrained_layers(model, filter_keep=filter_keep, channel_keep=channel_keep)
+    want = {
+        n: (keep_count(shapes[n][0], sp.filter_keep), keep_count(shapes[n][1], sp.channel_keep))
+        for n, sp in layers.items()
+    }
+    got = workload.kept_from_keep(workload.model_spec("resnet20"), filter_keep, channel_keep)
+    assert got == want
+    assert ("conv1.weight" in got) == (filter_keep < 1.0)
+    if "conv1.weight" in got:
+        assert got["conv1.weight"][1] == 3

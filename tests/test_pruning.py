@@ -15,12 +15,11 @@ from prunex.pruning import (
     LayerSparsity,
     channel_mask,
     constrained_layers,
-    drift,
     filter_mask,
-    group_mask_from_mask,
-    group_mask_from_tensor,
     keep_count,
+    masked,
     project,
+    project_groups,
     shape_mask,
     support_mask,
 )
@@ -177,7 +176,7 @@ def test_support_mask_is_order_independent_intersection() -> None:
 
 def test_intersection_is_feasible_but_not_nearest() -> None:
     p = project(COUNTER, filter_keep=0.5, channel_keep=0.5)
-    gm = group_mask_from_tensor(p)
+    gm = GroupMask.of_tensor(p)
     assert (gm.kept_out, gm.kept_in) == (1, 1)  # feasible: in S_f ∩ S_c
     # the exact projection onto S_f ∩ S_c (one filter, one channel) keeps the largest entry, 3.0 at (0, 1)
     exact = torch.zeros_like(COUNTER)
@@ -247,7 +246,7 @@ def test_group_mask_of_projected_tensor() -> None:
     gen = torch.Generator().manual_seed(5)
     w = torch.randn(6, 5, 3, 3, generator=gen)
     p = project(w, filter_keep=0.5, channel_keep=0.6)  # 3 of 6 filters, 3 of 5 channels
-    gm = group_mask_from_tensor(p)
+    gm = GroupMask.of_tensor(p)
     f_norms = [w[o].norm().item() for o in range(6)]
     c_norms = [w[:, c].norm().item() for c in range(5)]
     top_f = sorted(sorted(range(6), key=lambda o: -f_norms[o])[:3])
@@ -255,37 +254,69 @@ def test_group_mask_of_projected_tensor() -> None:
     assert gm.out_idx.tolist() == top_f and gm.in_idx.tolist() == top_c
     assert gm.out_idx.dtype == torch.long and gm.in_idx.dtype == torch.long
     assert (gm.kept_out, gm.kept_in, gm.total_out, gm.total_in) == (3, 3, 6, 5)
-    assert gm.density == pytest.approx(9 / 30, abs=0)
-    assert torch.equal(gm.mask, p != 0)
+    assert gm.compact_shape == (3, 3, 3, 3)
+    assert gm.density() == pytest.approx(9 / 30, rel=1e-6)
+    assert torch.equal(gm.element_mask().expand_as(p), p != 0)
+    assert torch.equal(gm.apply(w), p)  # applying the mask of a projection is the projection
+
+
+@pytest.mark.parametrize("keeps", [(0.5, 1.0, 1.0), (1.0, 0.5, 1.0), (0.5, 0.6, 1.0), (0.7, 0.5, 0.4), (1.0, 1.0, 0.3)])
+def test_project_groups_is_project_with_its_mask(keeps: tuple[float, float, float]) -> None:
+    f, c, s = keeps
+    w = torch.randn(8, 6, 3, 3, generator=torch.Generator().manual_seed(9))
+    sp = LayerSparsity("w", f, c, s)
+    p, gm = project_groups(w, sp)
+    assert torch.equal(p, project(w, filter_keep=f, channel_keep=c, shape_keep=s))
+    # the group mask's product support is exactly the projection's support, shape sparsity included
+    support = support_mask(w, filter_keep=f, channel_keep=c, shape_keep=s)
+    assert torch.equal(gm.element_mask().expand_as(w), support)
+    assert torch.equal(gm.apply(w), p) and gm.with_shape == (s < 1.0)
+    # the flag vector round-trips (what mask_sync ORs, eq. (14))
+    back = GroupMask.from_vector(gm.vector(), gm.shape, gm.with_shape)
+    assert back.drift(gm) == 0 and torch.equal(back.element_mask(), gm.element_mask())
+
+
+def test_pruned_entries_are_exact_zeros_even_when_not_finite() -> None:
+    w = torch.tensor([[1.0, -2.0], [float("nan"), float("-inf")], [-3.0, 0.5]])
+    p, gm = project_groups(w, LayerSparsity("w", filter_keep=0.5))  # rows 0 and 2 have the larger norms
+    assert gm.out_idx.tolist() == [0, 2]
+    assert torch.equal(p, torch.tensor([[1.0, -2.0], [0.0, 0.0], [-3.0, 0.5]]))
+    assert not torch.signbit(p[1]).any()  # +0.0, whatever the sign of what was pruned
+    assert torch.equal(gm.apply(torch.full((3, 2), float("nan"))).isnan(), gm.element_mask().expand(3, 2))
+    assert torch.equal(masked(torch.tensor([-1.0, 2.0]), torch.tensor([False, True])), torch.tensor([0.0, 2.0]))
 
 
 def test_group_mask_of_shape_sparsity_uses_any() -> None:
     mask = torch.zeros(3, 4, 2, 2, dtype=torch.bool)
     mask[:, 1, 0, 1] = True  # one kernel position of channel 1 in every filter
     mask[2, 3, 1, 1] = True  # a single entry of filter 2, channel 3
-    gm = group_mask_from_mask(mask)
+    gm = GroupMask.from_support(mask, with_shape=True)
     assert gm.out_idx.tolist() == [0, 1, 2] and gm.in_idx.tolist() == [1, 3]
-    assert gm.density == 4 / 48
-    gm2 = group_mask_from_mask(torch.tensor([[False, True], [False, False], [True, False]]))
+    # the support is the smallest product of groups containing the mask: 3 filters x 2 positions
+    assert int(gm.element_mask().expand(3, 4, 2, 2).sum()) == 6 and gm.density() == 6 / 48
+    assert GroupMask.from_support(mask).density() == 3 * 2 * 4 / 48  # without shape groups: whole kernels
+    gm2 = GroupMask.from_support(torch.tensor([[False, True], [False, False], [True, False]]))
     assert gm2.out_idx.tolist() == [0, 2] and gm2.in_idx.tolist() == [0, 1]
     with pytest.raises(TypeError):
-        group_mask_from_mask(mask.float())
+        GroupMask.from_support(mask.float())
 
 
 def _gm(shape: tuple[int, ...], outs: list[int], ins: list[int]) -> GroupMask:
     m = torch.zeros(shape, dtype=torch.bool)
     m[torch.tensor(outs)[:, None], torch.tensor(ins)] = True
-    return group_mask_from_mask(m)
+    return GroupMask.from_support(m)
 
 
 def test_drift_counts_changed_groups() -> None:
     a = _gm((5, 4, 3, 3), [0, 1], [0, 2])
-    assert drift(a, a) == 0
-    assert drift(a, _gm((5, 4, 3, 3), [1, 3], [0, 2])) == 2  # filters 0 and 3
-    assert drift(a, _gm((5, 4, 3, 3), [1, 3, 4], [1, 2, 3])) == 3 + 3
-    assert drift(_gm((5, 4, 3, 3), [1, 3, 4], [1, 2, 3]), a) == 6
+    assert a.drift(a) == 0
+    assert a.drift(_gm((5, 4, 3, 3), [1, 3], [0, 2])) == 2  # filters 0 and 3
+    assert a.drift(_gm((5, 4, 3, 3), [1, 3, 4], [1, 2, 3])) == 3 + 3
+    assert _gm((5, 4, 3, 3), [1, 3, 4], [1, 2, 3]).drift(a) == 6
     with pytest.raises(ValueError, match="same layer"):
-        drift(a, _gm((5, 3, 3, 3), [0], [0]))
+        a.drift(_gm((5, 3, 3, 3), [0], [0]))
+    full = GroupMask.full((5, 4, 3, 3), torch.device("cpu"))
+    assert full.drift(a) == 3 + 2 and full.density() == 1.0
 
 
 # --------------------------------------------------------------------------- constrained layers

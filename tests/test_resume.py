@@ -1,5 +1,6 @@
 """A run killed mid-way resumes from its checkpoints and ends exactly like an uninterrupted run."""
 
+import json
 import os
 import signal
 import subprocess
@@ -74,3 +75,7 @@ def test_killed_run_resumes_to_the_same_result(data_root: Path, tmp_path: Path) 
     ra, rb = (pd.read_parquet(r / "residuals.parquet") for r in (run_a, run_b))
     pd.testing.assert_frame_equal(ra, rb)
     assert not (run_b / "checkpoints").exists()  # removed once the run is done
+    # each attempt keeps its own meta: the resumed attempt did not overwrite the first one's
+    first, second = (json.loads((run_b / name).read_text()) for name in ("meta.json", "meta.attempt2.json"))
+    assert (first["attempt"], second["attempt"]) == (1, 2) and first["started"] <= second["started"]
+    assert not (run_a / "meta.attempt2.json").exists()

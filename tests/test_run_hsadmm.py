@@ -1,5 +1,6 @@
 """End to end: `hsadmm` with channel keep 0.5 on 2 emulated nodes x 2 (submitit local executor)."""
 
+import json
 import math
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from prunex.config import ADMMConfig, RunConfig
 from prunex.launch import launch
 from prunex.log import STEPS_COLUMNS
 from prunex.models import build_model
+from prunex.perfmodel import workload
 
 pytestmark = pytest.mark.slow
 
@@ -52,19 +54,29 @@ def test_inter_node_bytes_are_the_kept_slices(run: Path) -> None:
     masks = pd.read_parquet(run / "masks.parquet")
     model = build_model("resnet20")
     params = dict(model.named_parameters())
-    buffer_elems = sum(b.numel() for b in model.buffers() if b.is_floating_point())
     glob = masks[masks["kind"] == "global"]
     constrained = set(glob["layer"])
-    dense_rest = sum(p.numel() for n, p in params.items() if n not in constrained) + buffer_elems
-    dense_all = sum(p.numel() for p in params.values()) + buffer_elems
+    # BatchNorm statistics are re-estimated before evaluation (bn_batches 20), so none are sent: the payload
+    # is the analytic minimum, the kept slices of the constrained layers and the other parameters, fp32
+    dense_rest = sum(p.numel() for n, p in params.items() if n not in constrained)
+    dense_all = sum(p.numel() for p in params.values())
     inter = comm[(comm["level"] == "inter") & (comm["op"] == "allreduce")]
     assert set(inter["rank"]) == {0, 2}  # leaders only
+    intra = comm[(comm["level"] == "intra") & (comm["op"] == "allreduce")]
+    assert (intra.groupby(["iteration", "rank"])["bytes"].sum() == 4 * dense_all).all()  # theta + u, nothing else
+    config = json.loads((run / "config.json").read_text())
+    opts = workload.Options.from_config(RunConfig.from_dict(config))
+    spec = workload.model_spec("resnet20")
     for it, rows in glob.groupby("iteration"):
         kernel = {n: math.prod(params[n].shape[2:]) for n in rows["layer"]}
         compact = sum(r.kept_out * r.kept_in * kernel[r.layer] for r in rows.itertuples()) + dense_rest
         sent = inter[inter["iteration"] == it].groupby("rank")["bytes"].sum()
         assert (sent == 4 * compact).all(), (it, sent.tolist(), 4 * compact)  # exactly the kept slices, fp32
         assert compact < 0.65 * dense_all  # channel keep 0.5 (union of 2 nodes' masks)
+        # and the performance model, given the iteration's kept groups, predicts that payload exactly
+        kept = {r.layer: (r.kept_out, r.kept_in) for r in rows.itertuples()}
+        w = workload.hsadmm_workload(spec, kept, opts, shard=1, dynamic=0.0)
+        assert sum(c.nbytes for c in w.collectives if (c.level, c.op) == ("inter", "allreduce")) == 4 * compact
     # no mask synchronisation once the mask froze (freeze_iteration 4: iterations 0-3 are dynamic)
     assert sorted(comm.loc[comm["op"] == "mask_sync", "iteration"].unique()) == [0, 1, 2, 3]
     assert (glob[glob["iteration"] >= 4]["drift"] == 0).all()

@@ -9,7 +9,7 @@ import torch
 
 from prunex.bench.shrink import resnet152_conv_shapes
 from prunex.comm.shrink import compress, decompress
-from prunex.pruning import group_mask_from_tensor, project
+from prunex.pruning import GroupMask, project
 
 METHODS = ["auto", "index_select", "flat"]
 
@@ -52,13 +52,13 @@ def test_decompress_zero_fills_and_scatters(method: str, shape: tuple[int, ...])
 def test_roundtrip_is_group_mask_restriction(method: str, shape: tuple[int, ...]) -> None:
     gen = torch.Generator().manual_seed(1)
     z = project(torch.randn(shape, generator=gen), filter_keep=0.5, channel_keep=0.5)
-    gm = group_mask_from_tensor(z)
+    gm = GroupMask.of_tensor(z)
     v = torch.randn(shape, generator=gen)  # dense dual: c = z + v is dense (sec. 4.4.1)
     c_full = z + v
     c = compress(c_full, gm.out_idx, gm.in_idx, method=method)
     assert c.shape == (gm.kept_out, gm.kept_in, *shape[2:])
     back = decompress(c, gm.out_idx, gm.in_idx, c_full.shape, method=method)
-    assert torch.equal(back, torch.where(gm.mask, c_full, torch.zeros(())))
+    assert torch.equal(back, gm.apply(c_full))
     # z itself lies on the mask: the round trip is lossless
     assert torch.equal(decompress(compress(z, gm.out_idx, gm.in_idx), gm.out_idx, gm.in_idx, z.shape), z)
 

@@ -80,6 +80,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from prunex import commcost
+from prunex.commcost import FIT_WEIGHTINGS, bandwidth_bytes
+
 LEVELS = ("intra", "inter", "flat")
 OPS = ("allreduce", "broadcast")
 DEFAULT_SIZES = "1KB..256MB"
@@ -98,7 +101,6 @@ _UNITS = {
 }
 ELEMENT_BYTES = 4  # float32 payloads
 SMALL_BYTES = 1 << 20  # below this, small_repeats timed calls per size
-FIT_WEIGHTINGS = ("scaled", "relative", "absolute")
 MEASUREMENT_COLUMNS = [
     "level",
     "op",
@@ -179,48 +181,23 @@ def human_size(n: float) -> str:
 
 # --------------------------------------------------------------------------------------------- model
 def bytes_factor(op: str, members: int) -> float:
-    """b(n)/n of the fitted model: what the busiest member of a ring of ``members`` sends, per payload byte."""
-    from prunex.comm.volume import sent_bytes
-
-    return max(sent_bytes(op, 1, members, p, 0) for p in range(members)) if members > 1 else 0.0
+    """b(n)/n of the fitted model: what the busiest member of a ring of ``members`` sends, per payload byte
+    (`prunex.commcost.bandwidth_bytes` of the chain)."""
+    return bandwidth_bytes(op, 1, members, "ring")
 
 
 def fit_alpha_beta(x: Sequence[float], t: Sequence[float], weighting: str = "scaled") -> dict[str, float]:
-    """Weighted least-squares fit of ``t = alpha + x / beta`` with alpha >= 0, 1/beta >= 0.
-
-    ``weighting``: ``"scaled"`` minimises sum((t - fit)^2 / t), ``"relative"`` sum(((t - fit) / t)^2),
-    ``"absolute"`` sum((t - fit)^2).  Returns alpha_s, beta_bytes_per_s (inf when the data show no size
-    dependence), r2 (in the same weighting) and max_rel_err.
-    """
-    import numpy as np
-
-    x = np.asarray(x, dtype=float)
-    t = np.asarray(t, dtype=float)
-    if len(x) < 2 or len(x) != len(t):
-        raise BenchError("an alpha-beta fit needs at least two sizes")
-    if weighting not in FIT_WEIGHTINGS:
-        raise BenchError(f"unknown fit weighting {weighting!r}; known: {', '.join(FIT_WEIGHTINGS)}")
-    if np.any(t <= 0):
-        raise BenchError("an alpha-beta fit needs positive times")
-    w = {"scaled": 1.0 / np.sqrt(t), "relative": 1.0 / t, "absolute": np.ones_like(t)}[weighting]
-    a_mat = np.stack([np.ones_like(x), x], axis=1) * w[:, None]
-    alpha, inv_beta = np.linalg.lstsq(a_mat, t * w, rcond=None)[0]
-    if alpha < 0:  # the constraint is active: fit through the origin
-        alpha = 0.0
-        inv_beta = float(np.sum(w * w * x * t) / np.sum(w * w * x * x))
-    if inv_beta <= 0:  # no size dependence at all: a constant
-        inv_beta = 0.0
-        alpha = float(np.sum(w * w * t) / np.sum(w * w))
-    pred = alpha + inv_beta * x
-    resid = (t - pred) * w
-    mean = np.sum(w * w * t) / np.sum(w * w)  # weighted mean of t
-    total = np.sum(((t - mean) * w) ** 2)
-    r2 = 1.0 - float(np.sum(resid**2) / total) if total > 0 else 1.0
+    """`prunex.commcost.fit_alpha_beta` of ``t = alpha + x / beta`` as a fit-table row: alpha_s (per call),
+    beta_bytes_per_s (inf when the data show no size dependence), r2 (in the fit's weighting), max_rel_err."""
+    try:
+        fit = commcost.fit_alpha_beta(x, t, weighting)
+    except ValueError as e:
+        raise BenchError(str(e)) from None
     return {
-        "alpha_s": float(alpha),
-        "beta_bytes_per_s": float(1.0 / inv_beta) if inv_beta > 0 else math.inf,
-        "r2": r2,
-        "max_rel_err": float(np.max(np.abs(t - pred) / t)),
+        "alpha_s": fit.call_latency_s,
+        "beta_bytes_per_s": fit.beta,
+        "r2": fit.r2,
+        "max_rel_err": fit.max_rel_err,
     }
 
 

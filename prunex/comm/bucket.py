@@ -4,37 +4,18 @@ Tensors are laid out back to back in flat buffers of about `bucket_bytes` each (
 than a bucket gets a bucket of its own), and one collective runs per bucket, amortising the
 per-call latency over large messages. A `Bucketer` keeps its buffers while the list of tensor
 sizes stays the same: after mask freezing (sec. 4.5) the compact sizes no longer change, so the
-buffers are allocated once and reused ("one-shot buffer allocation").
+buffers are allocated once and reused ("one-shot buffer allocation"). The layout is
+`prunex.commcost.plan_buckets`, which the performance model prices.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import torch
 
 from prunex.comm.collectives import Comm
-
-
-@dataclass(frozen=True)
-class Slot:
-    bucket: int
-    offset: int
-    numel: int
-
-
-def plan_buckets(numels: Sequence[int], elem_bytes: int, bucket_bytes: int) -> tuple[list[Slot], list[int]]:
-    """Place tensors of `numels` elements in order into buckets; returns (slots, bucket sizes)."""
-    cap = max(1, bucket_bytes // elem_bytes)
-    slots: list[Slot] = []
-    sizes: list[int] = []
-    for n in numels:
-        if not sizes or (sizes[-1] > 0 and sizes[-1] + n > cap):
-            sizes.append(0)
-        slots.append(Slot(len(sizes) - 1, sizes[-1], n))
-        sizes[-1] += n
-    return slots, sizes
+from prunex.commcost import Slot, plan_buckets
 
 
 class Bucketer:

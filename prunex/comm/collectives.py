@@ -20,7 +20,9 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.distributed as dist
 
+from prunex import commcost
 from prunex.comm.volume import group_members, wire_bytes
+from prunex.commcost import Link
 from prunex.config import LinkConfig
 from prunex.topology import Groups, Topology
 
@@ -41,24 +43,20 @@ class CommRecord:
 class AlphaBetaLink:
     """Emulates slow inter-node links where real shaping is impossible (no root, not Linux).
 
-    After a collective that crosses node boundaries, every member waits
-    steps * alpha + (bytes the busiest crossing link carries) / beta, the ring cost of the
-    collective on links of latency alpha and bandwidth beta (Hockney's model). Intra-node
-    collectives are not delayed.
+    After a collective whose group crosses node boundaries, every member waits the collective's time
+    on a link of latency alpha and bandwidth beta (Hockney's model on the ring,
+    `prunex.commcost.collective_time`, chain broadcast): ``ring_steps * alpha + bandwidth_bytes / beta``.
+    Intra-node collectives are not delayed. The performance model prices emulated runs with the same
+    function.
     """
 
     def __init__(self, cfg: LinkConfig) -> None:
-        self.alpha = cfg.alpha_s
-        self.beta = cfg.bandwidth_gbit * 1e9 / 8  # bytes per second
+        self.link = Link(cfg.alpha_s, cfg.bandwidth_gbit * 1e9 / 8)  # beta in bytes per second
 
-    def delay(self, topo: Topology, level: str, op: str, nbytes: int, root: int) -> float:
-        members = group_members(topo, level)
-        crossing = max(wire_bytes(topo, level, op, nbytes, root, rank=m)[0] for m in members)
-        if crossing == 0:
+    def delay(self, topo: Topology, level: str, op: str, nbytes: int) -> float:
+        if not commcost.crosses(level, topo.nodes):
             return 0.0
-        g = len(members)
-        steps = 2 * (g - 1) if op in ("allreduce", "mask_sync") else g - 1
-        return steps * self.alpha + crossing / self.beta
+        return commcost.collective_time(op, nbytes, len(group_members(topo, level)), self.link, "ring")
 
 
 class Comm:
@@ -105,7 +103,7 @@ class Comm:
         self._sync()
         self.current = None
         if self._alpha_beta is not None:
-            time.sleep(self._alpha_beta.delay(self.topo, level, op, nbytes, root))
+            time.sleep(self._alpha_beta.delay(self.topo, level, op, nbytes))
         self.record(level, op, nbytes, time.perf_counter() - t0, root)
 
     def record_future(self, fut: torch.futures.Future, level: str, op: str, nbytes: int) -> torch.futures.Future:
@@ -115,7 +113,7 @@ class Comm:
 
         def done(f: torch.futures.Future) -> torch.Tensor:
             if self._alpha_beta is not None:  # the modelled link holds the result back, as a slow link would
-                time.sleep(self._alpha_beta.delay(self.topo, level, op, nbytes, 0))
+                time.sleep(self._alpha_beta.delay(self.topo, level, op, nbytes))
             saved, self.iteration = self.iteration, iteration
             self.record(level, op, nbytes, time.perf_counter() - t0)
             self.iteration = saved

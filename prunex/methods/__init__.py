@@ -1,20 +1,11 @@
-"""Training methods by name: one file per method, one interface (`prunex.methods.base.Method`)."""
+"""Training methods: one module per method, one interface (`prunex.methods.base.Method`), one registry.
+
+`prunex.methods.registry` describes every method (plain data); importing this package stays torch-free
+so that config validation and the analysis can read it. :func:`method_class` imports an implementation.
+"""
 
 from __future__ import annotations
 
-from prunex.methods.base import Context, IterationResult, Method
-from prunex.methods.ddp import DDP
-from prunex.methods.flat_admm import FlatADMMMethod
-from prunex.methods.hsadmm import HSADMMMethod
-from prunex.methods.pactrain import PacTrain
-from prunex.methods.topk import TopK
+from prunex.methods.registry import METHOD_NAMES, REGISTRY, MethodInfo, method_class, method_info
 
-METHODS: dict[str, type[Method]] = {
-    "ddp": DDP,
-    "hsadmm": HSADMMMethod,
-    "flat_admm": FlatADMMMethod,
-    "topk": TopK,
-    "pactrain": PacTrain,
-}
-
-__all__ = ["METHODS", "Context", "IterationResult", "Method"]
+__all__ = ["METHOD_NAMES", "REGISTRY", "MethodInfo", "method_class", "method_info"]

@@ -48,7 +48,7 @@ class IterationResult:
 
 
 class Method(ABC):
-    """One training method. Subclasses set `name` and register in `prunex.methods.METHODS`."""
+    """One training method. Subclasses set `name` and have an entry in `prunex.methods.registry`."""
 
     name: str = ""
 

@@ -6,8 +6,14 @@ the engine's consensus (phases 2-5, `prunex.admm.hsadmm.HSADMM`).
 
 Masked retraining (sec. 4.5, Alg. 1 line 11): after the outer loop (or once the residuals have
 converged), `--retrain-epochs R` more iterations run with the mask frozen and one local epoch
-each. The evaluated and final model is the masked consensus z with the consensus BatchNorm
-statistics.
+each. The evaluated and final model is the masked consensus z; its BatchNorm statistics are
+re-estimated before evaluation (`--bn-batches`), or, with `--bn-batches 0`, those the engine averaged
+over all ranks at every consensus (only then are they sent: `RunConfig.averages_bn_stats`).
+
+SGD momentum (`ADMMConfig.momentum_policy`): one optimizer serves the whole run, so by default
+("carry") the momentum buffers of one phase 1 carry into the next outer iteration's, across the jump
+of the anchor z_i - u and any rescaling of rho_1; "reset" starts every phase 1 from zero momentum, a
+fresh solve of eq. (8). README "H-SADMM" says what we measured.
 """
 
 from __future__ import annotations
@@ -34,7 +40,9 @@ class ADMMMethod(Method):
         a = cfg.admm
         model = ctx.model
         self.params = dict(model.named_parameters())
-        buffers = {n: b for n, b in model.named_buffers() if b.is_floating_point()}
+        # BatchNorm statistics ride along in the consensus only when evaluation uses them as they are
+        # (bn_batches == 0); otherwise they are re-estimated before every evaluation and would be sent for nothing
+        buffers = {n: b for n, b in model.named_buffers() if b.is_floating_point()} if cfg.averages_bn_stats else {}
         self.sparsity = constrained_layers(
             model, filter_keep=a.filter_keep, channel_keep=a.channel_keep, shape_keep=a.shape_keep, include=a.layers
         )
@@ -53,6 +61,8 @@ class ADMMMethod(Method):
         """Phase 1 (Alg. 1 line 4, eq. (8)): SGD on the shard with the proximal term."""
         model = self.ctx.model
         model.train()
+        if self.ctx.config.admm.momentum_policy == "reset":
+            self.optimizer.state.clear()  # zero momentum: a fresh solve of eq. (8) around the new anchor
         anchors = self.engine.anchors()  # z_i^k - u^k, fixed during phase 1
         rho = self.engine.rho_intra
         total, count = 0.0, 0
@@ -103,14 +113,15 @@ class ADMMMethod(Method):
         ]
 
     def eval_model(self) -> nn.Module:
-        """The masked consensus z with the consensus BatchNorm statistics."""
+        """The masked consensus z, with the BatchNorm statistics averaged over all ranks (when the engine
+        averages them) or this rank's own (re-estimated for z before evaluation, `prunex.train`)."""
         with torch.no_grad():
             params = dict(self.eval_copy.named_parameters())
             for n, z in self.engine.z.items():
                 params[n].copy_(z)
             mine = dict(self.ctx.model.named_buffers())
             for n, b in self.eval_copy.named_buffers():
-                b.copy_(mine[n])  # averaged over all ranks at every consensus
+                b.copy_(mine[n])
         return self.eval_copy
 
     def state_dict(self) -> dict[str, Any]:

@@ -49,20 +49,15 @@ Switches of `TopKConfig` (off by default, to match the paper's plain Top-K basel
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
 import torch
 
+from prunex.commcost import topk_count
 from prunex.methods.base import Context, StepwiseMethod, check_finite
 
 WARMUP_START_RATIO = 0.25  # DGC's first warm-up epoch keeps 25% of the entries
-
-
-def topk_count(numel: int, ratio: float) -> int:
-    """Entries sent of a tensor of `numel` entries: ``max(1, ceil(ratio * numel))``, at most numel."""
-    return min(numel, max(1, math.ceil(ratio * numel)))
 
 
 def warmup_ratio(ratio: float, epoch: int, warmup_epochs: int) -> float:

@@ -8,11 +8,14 @@
 
 Pieces (each a small set of pure functions and dataclasses):
 
-- `prunex.perfmodel.formulas`: Hockney's alpha-beta model on ring collectives (Thakur, Rabenseifner &
-  Gropp 2005; Patarasuk & Yuan 2009): AllReduce ``2(p-1) alpha + 2(p-1)/p n/beta``, AllGather
-  ``(p-1) alpha + (p-1) n/beta``, Broadcast ``ceil(log2 p)(alpha + n/beta)`` (tree) or
-  ``(p-1) alpha + n/beta`` (pipelined ring); flat groups spanning nodes run at the inter-node link's
-  pace; one latency term per bucket; the alpha-beta emulation; job-wide bytes per level.
+- `prunex.commcost` (not part of this package: the one communication cost model that the
+  instrumented collectives log with too): Hockney's alpha-beta model on ring collectives (Thakur,
+  Rabenseifner & Gropp 2005; Patarasuk & Yuan 2009): AllReduce ``2(p-1) alpha + 2(p-1)/p n/beta``,
+  AllGather ``(p-1) alpha + (p-1) n/beta``, Broadcast ``ceil(log2 p)(alpha + n/beta)`` (tree) or
+  ``(p-1) alpha + n/beta`` (pipelined ring); job-wide bytes per level; the bucket plan; keep and top-k
+  counts; the alpha-beta fit.
+- `prunex.perfmodel.formulas`: a cluster's links per level on top of it: flat groups spanning nodes
+  run at the inter-node link's pace; one latency term per bucket; the alpha-beta emulation.
 - `prunex.perfmodel.workload`: the collectives, samples and memory-bound work of one iteration of
   hsadmm, flat_admm, ddp, topk and pactrain, from the model's layer shapes and the kept groups (keep
   rates, or a run's masks.parquet); the cost split into compute, intra/inter/flat AllReduce,
@@ -51,6 +54,7 @@ the status and source are printed with each projection::
 
 from __future__ import annotations
 
+from prunex.commcost import collective_time, ring_bytes
 from prunex.perfmodel.calibrate import (
     CalibrationError,
     Cluster,
@@ -68,8 +72,6 @@ from prunex.perfmodel.formulas import (
     allgather_time,
     allreduce_time,
     broadcast_time,
-    collective_time,
-    ring_bytes,
     time_of,
 )
 from prunex.perfmodel.project import PAPER_SPEEDUP, project

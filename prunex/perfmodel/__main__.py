@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
+from prunex.config import DATASET_DEFAULTS, ADMMConfig, RunConfig, TopKConfig
 from prunex.perfmodel.calibrate import (
     SWEEP_TIMES,
     CalibrationError,
@@ -58,17 +60,27 @@ def _validate(args: argparse.Namespace) -> int:
     return 1 if args.strict and not bool(df["within"].all()) else 0
 
 
+def project_options(args: argparse.Namespace) -> Options:
+    """The projected runs' options: `Options.from_config` of the `RunConfig` the options describe, so
+    what is left unset takes the run defaults (the dataset's batch size, the paper's ADMM settings; a
+    dataset only a cluster file knows takes CIFAR-10's); ``--dynamic-fraction`` overrides the share of
+    iterations with a dynamic mask that the config's T_freeze implies."""
+    admm = {"local_epochs": args.local_epochs, "channel_keep": args.channel_keep, "filter_keep": args.filter_keep}
+    cfg = RunConfig(
+        method="hsadmm",
+        model=args.model,
+        dataset=args.dataset if args.dataset in DATASET_DEFAULTS else "cifar10",
+        batch_size=args.batch_size,
+        admm=ADMMConfig(**{k: v for k, v in admm.items() if v is not None}),
+        topk=TopKConfig() if args.topk_ratio is None else TopKConfig(ratio=args.topk_ratio),
+    )
+    opts = Options.from_config(cfg, ddp_overlap=args.ddp_overlap)
+    return opts if args.dynamic_fraction is None else replace(opts, dynamic_fraction=args.dynamic_fraction)
+
+
 def _project(args: argparse.Namespace) -> int:
     cluster = with_overrides(load_cluster(args.cluster), args.inter_beta_scale)
-    opts = Options(
-        batch_size=args.batch_size,
-        local_epochs=args.local_epochs,
-        channel_keep=args.channel_keep,
-        filter_keep=args.filter_keep,
-        topk_ratio=args.topk_ratio,
-        ddp_overlap=args.ddp_overlap,
-        dynamic_fraction=args.dynamic_fraction,
-    )
+    opts = project_options(args)
     gpus = gpu_series([int(g) for g in args.gpus.split(",")], args.extend_to)
     methods = [m for m in args.methods.split(",") if m]
     per_sample = args.compute_s_per_sample
@@ -84,7 +96,7 @@ def _project(args: argparse.Namespace) -> int:
         df,
         out / f"{stem}.png",
         f"{cluster.name}: {args.model}, {args.dataset}, batch "
-        f"{args.batch_size}/GPU, channel keep {args.channel_keep}, E = {args.local_epochs}",
+        f"{opts.batch_size}/GPU, channel keep {opts.channel_keep}, E = {opts.local_epochs}",
     )
     print(format_projection(df, cluster))
     print("assumptions:")
@@ -156,13 +168,15 @@ def main(argv: list[str] | None = None) -> int:
     j.add_argument("--methods", default="hsadmm,ddp,topk")
     j.add_argument("--gpus", default="8,16,32,64", help="base series (the first is the speedup baseline)")
     j.add_argument("--extend-to", type=int, default=4096, help="continue doubling up to this many GPUs (0: no)")
-    j.add_argument("--batch-size", type=int, default=128)
-    j.add_argument("--local-epochs", type=int, default=5)
-    j.add_argument("--channel-keep", type=float, default=0.5)
-    j.add_argument("--filter-keep", type=float, default=1.0)
-    j.add_argument("--topk-ratio", type=float, default=0.01)
+    j.add_argument("--batch-size", type=int, help="per GPU (default: the dataset's, 128 for CIFAR-10)")
+    j.add_argument("--local-epochs", type=int, help="E (default: the run default, 5)")
+    j.add_argument("--channel-keep", type=float, help="default: the run default, 0.5")
+    j.add_argument("--filter-keep", type=float, help="default: the run default, 1.0")
+    j.add_argument("--topk-ratio", type=float, help="default: the run default, 0.01")
     j.add_argument("--ddp-overlap", type=float, default=1.0, help="share of the backward pass DDP hides comm behind")
-    j.add_argument("--dynamic-fraction", type=float, default=0.25, help="hsadmm iterations with a dynamic mask")
+    j.add_argument(
+        "--dynamic-fraction", type=float, help="hsadmm iterations with a dynamic mask (default: T_freeze / K = 0.25)"
+    )
     j.add_argument("--compute-s-per-sample", type=float, default=None, help="override the cluster file's value")
     j.add_argument("--compute-from-run", metavar="RUN_DIR", help="compute seconds per sample from a run's logs")
     j.add_argument("--inter-beta-scale", type=float, default=None, help="scale the inter-node bandwidth")

@@ -1,10 +1,11 @@
 """Calibration: link parameters from timings, compute seconds per sample from runs, cluster files.
 
-- :func:`fit_link`: weighted least squares of ``t(n) = A + b(n) / beta`` over message sizes, with
-  ``b(n)`` the bandwidth term of `prunex.perfmodel.formulas.bandwidth_bytes` and ``A`` the per-call
-  latency, which is ``steps * alpha`` (Hockney's model on the ring, `formulas.ring_steps`), so
-  ``alpha = A / steps``. Weights ``1/t`` (relative errors: the small sizes fix alpha, the large ones
-  beta) by default; ``absolute`` and ``scaled`` (``1/sqrt(t)``, the collective sweep's default) too.
+- :func:`fit_link`: `prunex.commcost.fit_alpha_beta` (the one alpha-beta fit, which the collective
+  sweep uses too) of ``t(n) = A + b(n) / beta`` over message sizes, with ``b(n)`` the bandwidth term
+  `prunex.commcost.bandwidth_bytes` and ``A`` the per-call latency, which is ``steps * alpha``
+  (Hockney's model on the ring, `commcost.ring_steps`), so ``alpha = A / steps``. Weights ``1/t``
+  (relative errors: the small sizes fix alpha, the large ones beta) by default; ``absolute`` and
+  ``scaled`` (``1/sqrt(t)``, the collective sweep's default) too.
 - :func:`network_from_fit`: a :class:`~prunex.perfmodel.formulas.Network` from the fit table of
   ``prunex.bench.collectives`` (columns level, op, alpha_s (per call), beta_bytes_per_s (bus
   bandwidth, the same b(n) as here), members).
@@ -31,9 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prunex.perfmodel.formulas import Link, Network, bandwidth_bytes, ring_steps
+from prunex.commcost import FIT_WEIGHTINGS, bandwidth_bytes, fit_alpha_beta, ring_steps
+from prunex.methods.registry import method_info
+from prunex.perfmodel.formulas import Link, Network
 
-WEIGHTINGS = ("relative", "scaled", "absolute")
 DATASET_SIZES = {"cifar10": 50_000, "digits": 1_438}  # training images (README: digits 80% of 1,797)
 CLUSTERS_DIR = Path(__file__).resolve().parent.parent.parent / "clusters"
 
@@ -60,44 +62,23 @@ def fit_link(
     weighting: str = "relative",
 ) -> LinkFit:
     """Fit ``t(n) = steps(op, p) * alpha + bandwidth_bytes(op, n, p) / beta`` (Hockney 1994 on the
-    ring of Thakur et al. 2005) to timings of one op on a group of ``members``.
-
-    Weighted least squares with ``alpha >= 0`` and ``beta > 0`` enforced (a negative intercept is
-    refitted through the origin). Returns the :class:`LinkFit` (alpha per ring step).
+    ring of Thakur et al. 2005) to timings of one op on a group of ``members``, by
+    `prunex.commcost.fit_alpha_beta` (``alpha >= 0``; a negative intercept is refitted through the
+    origin). Returns the :class:`LinkFit` (alpha per ring step).
     """
-    import numpy as np
-
-    if weighting not in WEIGHTINGS:
-        raise CalibrationError(f"unknown weighting {weighting!r}; known: {', '.join(WEIGHTINGS)}")
-    n = np.asarray(sizes, dtype=float)
-    t = np.asarray(seconds, dtype=float)
-    if len(n) < 2 or len(n) != len(t) or len(set(n.tolist())) < 2:
-        raise CalibrationError("a fit needs timings at two or more distinct sizes")
-    if np.any(t <= 0) or not np.all(np.isfinite(t)):
-        raise CalibrationError("a fit needs positive, finite times")
+    if weighting not in FIT_WEIGHTINGS:
+        raise CalibrationError(f"unknown weighting {weighting!r}; known: {', '.join(FIT_WEIGHTINGS)}")
     steps = ring_steps(op, members, broadcast_algo)
     if steps == 0:
         raise CalibrationError(f"a group of {members} member(s) does not communicate")
-    x = np.array([bandwidth_bytes(op, s, members, broadcast_algo) for s in n])
-    w = {"relative": 1.0 / t, "scaled": 1.0 / np.sqrt(t), "absolute": np.ones_like(t)}[weighting]
-    a_mat = np.stack([np.ones_like(x), x], axis=1) * w[:, None]
-    intercept, slope = np.linalg.lstsq(a_mat, t * w, rcond=None)[0]
-    if intercept < 0:
-        intercept = 0.0
-        slope = float(np.sum(w * w * x * t) / np.sum(w * w * x * x))
-    if slope <= 0:
+    x = [bandwidth_bytes(op, n, members, broadcast_algo) for n in sizes]
+    try:
+        fit = fit_alpha_beta(x, seconds, weighting)
+    except ValueError as e:
+        raise CalibrationError(str(e)) from None
+    if math.isinf(fit.beta):
         raise CalibrationError("the timings do not grow with the message size: no bandwidth to fit")
-    pred = intercept + slope * x
-    mean = np.sum(w * w * t) / np.sum(w * w)
-    total = float(np.sum(((t - mean) * w) ** 2))
-    r2 = 1.0 - float(np.sum(((t - pred) * w) ** 2)) / total if total > 0 else 1.0
-    return LinkFit(
-        Link(float(intercept) / steps, 1.0 / float(slope)),
-        float(intercept),
-        r2,
-        float(np.max(np.abs(t - pred) / t)),
-        len(n),
-    )
+    return LinkFit(Link(fit.call_latency_s / steps, fit.beta), fit.call_latency_s, fit.r2, fit.max_rel_err, fit.points)
 
 
 # -------------------------------------------------------------------------------- fit tables (sweep)
@@ -319,7 +300,7 @@ def shard_of(config: dict[str, Any]) -> int:
 def samples_per_iteration(config: dict[str, Any]) -> float:
     """Training samples one rank processes per logged iteration of a run (config.json as a dict)."""
     shard = shard_of(config)
-    if config["method"] in ("hsadmm", "flat_admm"):
+    if method_info(config["method"]).outer_iterations:
         return float(config["admm"]["local_epochs"] * shard)
     return float(min(int(config["batch_size"]), shard))
 

@@ -4,7 +4,8 @@ Strong scaling: the dataset and the per-GPU batch are fixed, so N GPUs give each
 ``floor(D / N)`` samples in ``ceil(floor(D / N) / b)`` steps per epoch. Time per epoch comes from
 `prunex.perfmodel.workload.epoch_cost`; speedup(N) = T(N0) / T(N) and efficiency = speedup / (N / N0)
 with N0 the smallest count (8 GPUs = 2 Puhti nodes in the paper). N GPUs are ``N / g`` nodes of ``g``
-GPUs (one node of N GPUs below g).
+GPUs (one node of N GPUs below g). The paper's numbers printed beside the projection are
+`prunex.paper`'s (the library does not import `analysis.claims`, which reads them from there too).
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from prunex.paper import FIG9_BASE_GPUS, FIG9_GPUS, FIG9_SPEEDUP
 from prunex.perfmodel.calibrate import CalibrationError, Cluster
-from prunex.perfmodel.workload import Device, Options, epoch_cost, kept_from_keep, model_spec
+from prunex.perfmodel.workload import COMM_COLUMNS, Device, Options, epoch_cost, kept_from_keep, model_spec
 
 # Paper sec. 5.4 / Fig. 9: speedup on 64 GPUs relative to 8 (ResNet-152, CIFAR-10, batch 128 per GPU)
-PAPER_SPEEDUP = {"hsadmm": 6.75, "ddp": 5.81, "topk": 3.71}
-PAPER_BASE_GPUS, PAPER_GPUS = 8, 64
+PAPER_SPEEDUP, PAPER_BASE_GPUS, PAPER_GPUS = FIG9_SPEEDUP, FIG9_BASE_GPUS, FIG9_GPUS
 PROJECTION_COLUMNS = [
     "cluster",
     "dataset",
@@ -35,13 +36,7 @@ PROJECTION_COLUMNS = [
     "compress_s",
     "comm_s",
     "hidden_s",
-    "intra_allreduce_s",
-    "inter_allreduce_s",
-    "flat_allreduce_s",
-    "broadcast_s",
-    "allgather_s",
-    "mask_sync_s",
-    "barrier_s",
+    *COMM_COLUMNS,
     "inter_bytes",
     "intra_bytes",
     "iteration_s",

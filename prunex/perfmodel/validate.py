@@ -33,11 +33,14 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from prunex.commcost import collective_time, crosses, group_size
+from prunex.config import RunConfig
 from prunex.perfmodel.calibrate import CalibrationError, compute_per_sample, network_from_fit, shard_of
-from prunex.perfmodel.formulas import Link, Network, crosses, emulation_delay, group_size
+from prunex.perfmodel.formulas import Link, Network
 from prunex.perfmodel.workload import (
     Device,
     ModelSpec,
@@ -139,21 +142,12 @@ def last_arriver_comm(comm):
 
 
 def options_of(config: dict[str, Any]) -> Options:
-    """The perf-model options of a run's config.json."""
-    a, d = config["admm"], config["ddp"]
-    return Options(
-        batch_size=int(config["batch_size"]),
-        local_epochs=int(a["local_epochs"]),
-        bucket_mb=float(a["bucket_mb"]),
-        ddp_bucket_mb=float(d["bucket_cap_mb"]),
-        ddp_grad_bytes=4 if d["grad_dtype"] == "fp32" else 2,
-        topk_ratio=float(config["topk"]["ratio"]),
-        density=float(config["pactrain"]["density"]),
-        filter_keep=float(a["filter_keep"]),
-        channel_keep=float(a["channel_keep"]),
-        shape_keep=float(a["shape_keep"]),
-        layers=a.get("layers"),
-    )
+    """The perf-model options of a run's config.json (`Options.from_config`). A config written before
+    ``admm.average_bn_stats`` existed is of a run that averaged BatchNorm statistics at every consensus."""
+    opts = Options.from_config(RunConfig.from_dict(config))
+    if "average_bn_stats" not in config.get("admm", {}):
+        opts = replace(opts, average_bn_stats=True)
+    return opts
 
 
 def run_workloads(run: RunData, spec: ModelSpec, opts: Options) -> dict[int, Workload]:
@@ -187,7 +181,7 @@ def detect_undelayed(run: RunData, inter: Link, tolerance: float = 0.95) -> froz
         if not crosses(str(level), run.nodes):
             continue
         p = group_size(str(level), run.nodes, run.procs)
-        delays = g["bytes"].map(lambda n, op=op, p=p: emulation_delay(str(op), float(n), p, inter))
+        delays = g["bytes"].map(lambda n, op=op, p=p: collective_time(str(op), float(n), p, inter, "ring"))
         if ((g["seconds"] >= tolerance * delays).mean()) < 0.95:
             out.add((str(level), str(op)))
     return frozenset(out)

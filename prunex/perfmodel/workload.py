@@ -10,16 +10,17 @@ Per-iteration collectives, read off the implementation:
 
 - ``hsadmm`` (`prunex.admm.hsadmm.HSADMM.consensus`): a flat barrier (1-byte AllReduce: waiting for
   stragglers is logged apart from the transfers), an intra AllReduce of every parameter and
-  floating-point buffer (BatchNorm statistics) in ``bucket_mb`` buckets (1e6 bytes); while the mask is
+  floating-point buffer (BatchNorm statistics, only with ``average_bn_stats``: runs send them only when
+  evaluation does not re-estimate them) in ``bucket_mb`` buckets (1e6 bytes); while the mask is
   dynamic, a uint8 mask_sync over the leaders (eq. (14); out + in (+ shape) flags per constrained
   layer) and an intra Broadcast of that vector; the leaders' inter AllReduce of the compact buffers
-  (kept_out x kept_in x kh x kw per constrained layer, dense otherwise, plus the buffers; eq. (15)) in
+  (kept_out x kept_in x kh x kw per constrained layer, dense otherwise, plus any buffers; eq. (15)) in
   ``bucket_mb`` buckets; the intra Broadcast of those buckets; one flat AllReduce of the residual
   table (float64, 9 columns per parameter tensor).
 - ``flat_admm`` (`prunex.admm.flat.FlatADMM`): the same flat barrier, one flat AllReduce of all
   parameters and buffers in ``bucket_mb`` buckets, and a flat AllReduce of a float64 table of 3
   columns per parameter tensor.
-- ``ddp``: one flat AllReduce per DDP bucket (``bucket_cap_mb`` MiB, `formulas.ddp_bucket_sizes`) of
+- ``ddp``: one flat AllReduce per DDP bucket (``bucket_cap_mb`` MiB, `commcost.ddp_bucket_sizes`) of
   the gradients (4 bytes, 2 with bf16/fp16), overlapped with the backward pass.
 - ``topk`` (`prunex.methods.topk`): two flat AllGathers (fp32 values, int32 indices) of
   ``k = max(1, ceil(ratio numel))`` entries per tensor with more than one dimension, and one flat
@@ -41,14 +42,17 @@ from __future__ import annotations
 
 import fnmatch
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from typing import Any
 
-from prunex.perfmodel.formulas import Collective, Network, bucket_sizes, ddp_bucket_sizes, ring_bytes, time_of
+from prunex.admm.residuals import FLAT_TABLE_COLUMNS, HSADMM_TABLE_COLUMNS
+from prunex.commcost import bucket_bytes, ddp_bucket_sizes, keep_count, ring_bytes, topk_count
+from prunex.config import DATASET_DEFAULTS, ADMMConfig, DDPConfig, PacTrainConfig, RunConfig, TopKConfig
+from prunex.methods.registry import method_info
+from prunex.perfmodel.formulas import Collective, Network, time_of
 
-METHODS = ("hsadmm", "flat_admm", "ddp", "topk", "pactrain")
-ADMM_METHODS = ("hsadmm", "flat_admm")
 COMM_COLUMNS = (
     "intra_allreduce_s",
     "inter_allreduce_s",
@@ -58,8 +62,8 @@ COMM_COLUMNS = (
     "mask_sync_s",
     "barrier_s",
 )
-HSADMM_RESIDUAL_COLUMNS = 9  # columns of the residual table of `HSADMM._residuals`
-FLAT_ADMM_RESIDUAL_COLUMNS = 3
+HSADMM_RESIDUAL_COLUMNS = len(HSADMM_TABLE_COLUMNS)  # float64 columns of the residual table (`HSADMMNorms`)
+FLAT_ADMM_RESIDUAL_COLUMNS = len(FLAT_TABLE_COLUMNS)
 
 
 # ---------------------------------------------------------------------------------------- the model
@@ -68,6 +72,7 @@ class ParamSpec:
     name: str
     shape: tuple[int, ...]
     conv: bool  # a Conv2d weight: constrained by default (paper sec. 5.1.5)
+    in_channels: int | None = None  # the convolution's input channels (default: shape[1])
 
     @property
     def numel(self) -> int:
@@ -86,9 +91,24 @@ class ModelSpec:
     def numel(self) -> int:
         return sum(p.numel for p in self.params)
 
-    def constrained(self, layers: str | None = None) -> list[ParamSpec]:
-        """The conv weights the ADMM methods constrain (`prunex.pruning.constrained_layers`)."""
-        return [p for p in self.params if p.conv and (layers is None or fnmatch.fnmatchcase(p.name, layers))]
+    def sparsity(
+        self, filter_keep: float = 1.0, channel_keep: float = 1.0, shape_keep: float = 1.0, layers: str | None = None
+    ) -> dict:
+        """The constrained layers and their keep rates, as `prunex.pruning.constrained_layers` sets them on
+        the model (`conv_sparsity`: conv weights matching ``layers``, the RGB stem keeping its 3 channels;
+        layers left unconstrained omitted)."""
+        from prunex.pruning.layers import conv_sparsity
+
+        out = {}
+        for p in self.params:
+            if p.conv and (layers is None or fnmatch.fnmatchcase(p.name, layers)):
+                in_channels = p.in_channels if p.in_channels is not None else p.shape[1]
+                sp = conv_sparsity(
+                    p.name, in_channels, filter_keep=filter_keep, channel_keep=channel_keep, shape_keep=shape_keep
+                )
+                if sp.constrained:
+                    out[p.name] = sp
+        return out
 
 
 @lru_cache(maxsize=16)
@@ -99,22 +119,14 @@ def model_spec(name: str) -> ModelSpec:
     from prunex.models import build_model
 
     model = build_model(name)
-    convs = {f"{m}.weight" if m else "weight" for m, mod in model.named_modules() if isinstance(mod, nn.Conv2d)}
-    params = tuple(ParamSpec(n, tuple(p.shape), n in convs) for n, p in model.named_parameters())
+    convs = {
+        f"{m}.weight" if m else "weight": mod.in_channels
+        for m, mod in model.named_modules()
+        if isinstance(mod, nn.Conv2d)
+    }
+    params = tuple(ParamSpec(n, tuple(p.shape), n in convs, convs.get(n)) for n, p in model.named_parameters())
     buffers = tuple(b.numel() for _, b in model.named_buffers() if b.is_floating_point())
     return ModelSpec(name, params, buffers)
-
-
-def keep_count(n: int, keep: float) -> int:
-    """Groups kept out of ``n``: ``ceil(keep n)`` clipped to [1, n] (`prunex.pruning.project.keep_count`)."""
-    if not 0.0 < keep <= 1.0:
-        raise ValueError(f"keep must be in (0, 1], got {keep}")
-    return min(n, max(1, math.ceil(keep * n - 1e-9)))
-
-
-def topk_count(numel: int, ratio: float) -> int:
-    """Entries Top-K sends of a tensor: ``max(1, ceil(ratio numel))`` (`prunex.methods.topk.topk_count`)."""
-    return min(numel, max(1, math.ceil(ratio * numel)))
 
 
 Kept = Mapping[str, tuple[int, int]]  # constrained parameter name -> (kept filters, kept input channels)
@@ -124,10 +136,12 @@ def kept_from_keep(
     spec: ModelSpec, filter_keep: float = 1.0, channel_keep: float = 1.0, layers: str | None = None
 ) -> dict[str, tuple[int, int]]:
     """Kept groups per constrained layer at the given keep rates, assuming all nodes agree (the union
-    of eq. (14) is then each node's mask): ``(keep_count(C_out, f), keep_count(C_in, c))``."""
+    of eq. (14) is then each node's mask): ``(keep_count(C_out, f), keep_count(C_in, c))`` with the keep
+    rates `ModelSpec.sparsity` gives each layer (the stem keeps its RGB channels, as in real runs)."""
+    shapes = {p.name: p.shape for p in spec.params}
     return {
-        p.name: (keep_count(p.shape[0], filter_keep), keep_count(p.shape[1], channel_keep))
-        for p in spec.constrained(layers)
+        name: (keep_count(shapes[name][0], sp.filter_keep), keep_count(shapes[name][1], sp.channel_keep))
+        for name, sp in spec.sparsity(filter_keep, channel_keep, 1.0, layers).items()
     }
 
 
@@ -140,28 +154,60 @@ def compact_fraction(spec: ModelSpec, kept: Kept) -> float:
 
 
 # ---------------------------------------------------------------------------------- options, device
+_ADMM, _DDP, _TOPK, _PACTRAIN = ADMMConfig(), DDPConfig(), TopKConfig(), PacTrainConfig()
+
+
 @dataclass(frozen=True)
 class Options:
-    """Method options (defaults: the paper's sec. 5.1.4-5.1.5 and the run config's defaults)."""
+    """What the model needs to know of a run, and the model's own constants.
 
-    batch_size: int = 128
-    local_epochs: int = 5
-    bucket_mb: float = 32.0  # hsadmm / flat_admm coalesced buffers, 1e6 bytes (sec. 4.4.2)
-    ddp_bucket_mb: float = 25.0  # DDP bucket_cap_mb, MiB
+    The run's part defaults to the run config's defaults (the paper's sec. 5.1.4-5.1.5 on CIFAR-10) and
+    is built from a run with :meth:`from_config`; the model's constants (``ddp_overlap`` and below) are
+    assumptions documented in the module docstring.
+    """
+
+    batch_size: int = DATASET_DEFAULTS["cifar10"]["batch_size"]
+    local_epochs: int = _ADMM.local_epochs
+    bucket_mb: float = _ADMM.bucket_mb  # hsadmm / flat_admm coalesced buffers, 1e6 bytes (sec. 4.4.2)
+    ddp_bucket_mb: float = _DDP.bucket_cap_mb  # DDP bucket_cap_mb, MiB
     ddp_grad_bytes: int = 4  # 2 with --grad-dtype bf16/fp16
+    topk_ratio: float = _TOPK.ratio
+    density: float = _PACTRAIN.density  # pactrain
+    filter_keep: float = _ADMM.filter_keep
+    channel_keep: float = _ADMM.channel_keep
+    shape_keep: float = _ADMM.shape_keep
+    layers: str | None = _ADMM.layers
+    # BatchNorm statistics in the ADMM consensus: only when not re-estimated before evaluation
+    average_bn_stats: bool = RunConfig.bn_batches == 0
+    # hsadmm iterations with a dynamic mask: T_freeze / (K_max + retraining) = 15 / 60 by default
+    dynamic_fraction: float = _ADMM.freeze_iteration / (_ADMM.iterations + _ADMM.retrain_epochs)
     ddp_overlap: float = 1.0  # share of the backward pass that DDP's AllReduce can hide behind
     backward_fraction: float = 2.0 / 3.0  # backward ~ 2x forward FLOPs
-    topk_ratio: float = 0.01
     topk_passes: float = 5.0  # reads of the tensor by torch.topk's radix select (assumption, see docstring)
-    density: float = 0.5  # pactrain
-    filter_keep: float = 1.0
-    channel_keep: float = 0.5
-    shape_keep: float = 1.0
-    layers: str | None = None
-    dynamic_fraction: float = 0.25  # hsadmm iterations with a dynamic mask: T_freeze / K_max = 15 / 60
     admm_update_passes: float = 25.0  # 4-byte passes over all parameters per consensus (z, u, v, norms)
     prox_bytes_per_param: float = 24.0  # proximal term per local step: read p, anchor, grad; temp; write grad
     random_access_bytes: float = 64.0  # one scattered read-modify-write (two 32-byte sectors)
+
+    @classmethod
+    def from_config(cls, cfg: RunConfig, **model: Any) -> Options:
+        """The options of a run (``model``: the model's own constants, e.g. ``ddp_overlap``)."""
+        a = cfg.admm
+        return cls(
+            batch_size=cfg.batch_size,
+            local_epochs=a.local_epochs,
+            bucket_mb=a.bucket_mb,
+            ddp_bucket_mb=cfg.ddp.bucket_cap_mb,
+            ddp_grad_bytes=4 if cfg.ddp.grad_dtype == "fp32" else 2,
+            topk_ratio=cfg.topk.ratio,
+            density=cfg.pactrain.density,
+            filter_keep=a.filter_keep,
+            channel_keep=a.channel_keep,
+            shape_keep=a.shape_keep,
+            layers=a.layers,
+            average_bn_stats=cfg.averages_bn_stats,
+            dynamic_fraction=min(a.freeze_iteration, a.iterations) / (a.iterations + a.retrain_epochs),
+            **model,
+        )
 
 
 @dataclass(frozen=True)
@@ -195,9 +241,10 @@ def _float_bytes(n: float) -> float:
 def hsadmm_workload(spec: ModelSpec, kept: Kept, opts: Options, shard: int, dynamic: float = 0.0) -> Workload:
     """One outer H-SADMM iteration (Alg. 1; module docstring). ``dynamic`` in [0, 1]: whether (or how
     often) the mask is still dynamic, i.e. mask_sync + its Broadcast happen."""
-    dense = [p.numel for p in spec.params] + list(spec.buffers)
+    buffers = list(spec.buffers) if opts.average_bn_stats else []
+    dense = [p.numel for p in spec.params] + buffers
     coll = [Collective("flat", "barrier", 1, tag="wait for every rank")]
-    for i, b in enumerate(bucket_sizes(dense, 4, int(opts.bucket_mb * 1e6))):
+    for i, b in enumerate(bucket_bytes(dense, 4, int(opts.bucket_mb * 1e6))):
         coll.append(Collective("intra", "allreduce", b, tag=f"theta+u bucket {i}"))
     names = set(kept)
     constrained = [p for p in spec.params if p.name in names]
@@ -214,7 +261,7 @@ def hsadmm_workload(spec: ModelSpec, kept: Kept, opts: Options, shard: int, dyna
             compact.append(ko * ki * math.prod(p.shape[2:]))
         else:
             compact.append(p.numel)
-    for i, b in enumerate(bucket_sizes(compact + list(spec.buffers), 4, int(opts.bucket_mb * 1e6))):
+    for i, b in enumerate(bucket_bytes(compact + buffers, 4, int(opts.bucket_mb * 1e6))):
         coll.append(Collective("inter", "allreduce", b, tag=f"compact z+v bucket {i}"))
         coll.append(Collective("intra", "broadcast", b, tag=f"compact z bucket {i}"))
     coll.append(Collective("flat", "allreduce", 8 * HSADMM_RESIDUAL_COLUMNS * len(spec.params), tag="residuals"))
@@ -240,11 +287,11 @@ def hsadmm_workload(spec: ModelSpec, kept: Kept, opts: Options, shard: int, dyna
 
 def flat_admm_workload(spec: ModelSpec, opts: Options, shard: int) -> Workload:
     """One outer flat consensus ADMM iteration (PruneX (AR), `prunex.admm.flat`)."""
-    dense = [p.numel for p in spec.params] + list(spec.buffers)
+    dense = [p.numel for p in spec.params] + (list(spec.buffers) if opts.average_bn_stats else [])
     coll = [Collective("flat", "barrier", 1, tag="wait for every rank")]
     coll += [
         Collective("flat", "allreduce", b, tag=f"theta+u bucket {i}")
-        for i, b in enumerate(bucket_sizes(dense, 4, int(opts.bucket_mb * 1e6)))
+        for i, b in enumerate(bucket_bytes(dense, 4, int(opts.bucket_mb * 1e6)))
     ]
     coll.append(Collective("flat", "allreduce", 8 * FLAT_ADMM_RESIDUAL_COLUMNS * len(spec.params), tag="residuals"))
     steps = opts.local_epochs * math.ceil(shard / opts.batch_size)
@@ -299,6 +346,23 @@ def pactrain_workload(spec: ModelSpec, opts: Options) -> Workload:
     return Workload("pactrain", coll, opts.batch_size, 1, compress_bytes=mem, compress_launches=5 * len(pruned))
 
 
+def _hsadmm(spec: ModelSpec, opts: Options, world: int, shard: int, kept: Kept | None, dynamic: float | None):
+    if kept is None:
+        kept = kept_from_keep(spec, opts.filter_keep, opts.channel_keep, opts.layers)
+    return hsadmm_workload(spec, kept, opts, shard, opts.dynamic_fraction if dynamic is None else dynamic)
+
+
+# The workload builders the method registry (`prunex.methods.registry`, ``MethodInfo.workload``) names:
+# (spec, opts, world size, shard, kept groups or None, dynamic fraction or None) -> Workload.
+WORKLOADS: dict[str, Callable[[ModelSpec, Options, int, int, Kept | None, float | None], Workload]] = {
+    "hsadmm": _hsadmm,
+    "flat_admm": lambda spec, opts, world, shard, kept, dynamic: flat_admm_workload(spec, opts, shard),
+    "ddp": lambda spec, opts, world, shard, kept, dynamic: ddp_workload(spec, opts),
+    "topk": lambda spec, opts, world, shard, kept, dynamic: topk_workload(spec, opts, world),
+    "pactrain": lambda spec, opts, world, shard, kept, dynamic: pactrain_workload(spec, opts),
+}
+
+
 def method_workload(
     method: str,
     spec: ModelSpec,
@@ -308,20 +372,10 @@ def method_workload(
     kept: Kept | None = None,
     dynamic: float | None = None,
 ) -> Workload:
-    """The :class:`Workload` of one iteration of ``method`` (``shard``: training samples per rank)."""
-    if method == "hsadmm":
-        if kept is None:
-            kept = kept_from_keep(spec, opts.filter_keep, opts.channel_keep, opts.layers)
-        return hsadmm_workload(spec, kept, opts, shard, opts.dynamic_fraction if dynamic is None else dynamic)
-    if method == "flat_admm":
-        return flat_admm_workload(spec, opts, shard)
-    if method == "ddp":
-        return ddp_workload(spec, opts)
-    if method == "topk":
-        return topk_workload(spec, opts, world)
-    if method == "pactrain":
-        return pactrain_workload(spec, opts)
-    raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
+    """The :class:`Workload` of one iteration of ``method`` (``shard``: training samples per rank), by
+    the builder its registry entry names. ``kept``/``dynamic`` (H-SADMM): the kept groups (default: from
+    the keep rates) and the share of iterations with a dynamic mask (default: ``opts.dynamic_fraction``)."""
+    return WORKLOADS[method_info(method).workload](spec, opts, world, shard, kept, dynamic)
 
 
 # ------------------------------------------------------------------------------------------ costing
@@ -438,16 +492,15 @@ def epoch_cost(
     steps = math.ceil(shard / opts.batch_size)
     w = method_workload(method, spec, replace(opts, batch_size=min(opts.batch_size, shard)), world, shard, kept)
     cost = iteration_cost(w, nodes, procs_per_node, net, device, opts)
-    if method in ADMM_METHODS:
+    outer = method_info(method).outer_iterations  # an outer ADMM iteration of E local epochs
+    if outer:
         scale, per = 1.0 / opts.local_epochs, cost.as_dict()
     else:  # per step: compute by samples, everything else per step
         scale, per = float(steps), cost.as_dict()
         per["compute_s"] = shard * device.compute_s_per_sample / steps
     out = {k: float(v) * scale for k, v in per.items() if k.endswith("_s") or k.endswith("_bytes")}
     out["epoch_s"] = (
-        out.pop("iter_s")
-        if method in ADMM_METHODS
-        else (out["compute_s"] + out["compress_s"] + out["comm_s"] - out["hidden_s"])
+        out.pop("iter_s") if outer else (out["compute_s"] + out["compress_s"] + out["comm_s"] - out["hidden_s"])
     )
     out.update(
         gpus=world,

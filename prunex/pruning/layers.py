@@ -18,7 +18,9 @@ from dataclasses import dataclass
 
 from torch import nn
 
-__all__ = ["LayerSparsity", "constrained_layers"]
+from prunex.commcost import check_keep
+
+__all__ = ["LayerSparsity", "conv_sparsity", "constrained_layers"]
 
 
 @dataclass(frozen=True)
@@ -39,14 +41,28 @@ class LayerSparsity:
 
     def __post_init__(self) -> None:
         for field in ("filter_keep", "channel_keep", "shape_keep"):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value <= 1.0:
-                raise ValueError(f"layer {self.name!r}: {field} must be a number in (0, 1], got {value!r}")
+            check_keep(getattr(self, field), f"layer {self.name!r}: {field}")
 
     @property
     def constrained(self) -> bool:
         """Whether any kind of sparsity is enforced (some keep rate below 1)."""
         return min(self.filter_keep, self.channel_keep, self.shape_keep) < 1.0
+
+    @property
+    def with_shape(self) -> bool:
+        """Whether kernel positions are constrained too (the group mask then carries them)."""
+        return self.shape_keep < 1.0
+
+
+def conv_sparsity(
+    name: str, in_channels: int, *, filter_keep: float = 1.0, channel_keep: float = 1.0, shape_keep: float = 1.0
+) -> LayerSparsity:
+    """The default constraint of a convolution weight: the given keep rates, except that the image input
+    layer (3 input channels: the RGB planes of the data, which no preceding layer produces, so pruning
+    them saves nothing upstream and just discards input) keeps all its channels. Shared by
+    :func:`constrained_layers` and the performance model (`prunex.perfmodel.workload`)."""
+    ck = 1.0 if in_channels == 3 else channel_keep
+    return LayerSparsity(name, filter_keep, ck, shape_keep)
 
 
 def constrained_layers(
@@ -92,12 +108,9 @@ def constrained_layers(
         name = f"{mod_name}.weight" if mod_name else "weight"
         if include is not None and not fnmatch.fnmatchcase(name, include):
             continue
-        ck = channel_keep
-        if module.in_channels == 3:
-            # The image input layer: its 3 input channels are the RGB planes of the data, which no
-            # preceding layer produces, so pruning them saves nothing upstream and just discards input.
-            ck = 1.0
-        result[name] = LayerSparsity(name, filter_keep, ck, shape_keep)
+        result[name] = conv_sparsity(
+            name, module.in_channels, filter_keep=filter_keep, channel_keep=channel_keep, shape_keep=shape_keep
+        )
 
     for name, setting in (per_layer or {}).items():
         if name not in params:

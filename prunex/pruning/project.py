@@ -32,39 +32,12 @@ Example::
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor
 
-__all__ = ["keep_count", "filter_mask", "channel_mask", "shape_mask", "support_mask", "project"]
+from prunex.commcost import check_keep, keep_count
 
-# Absorbs float error in keep * n (e.g. 0.7 * 10 = 7.000000000000001 must keep 7, not 8).
-_KEEP_EPS = 1e-9
-
-
-def keep_count(n: int, keep: float) -> int:
-    """Number of groups kept out of ``n`` at keep rate ``keep``.
-
-    Args:
-        n: number of groups (>= 1).
-        keep: fraction of groups to keep, in (0, 1].
-
-    Returns:
-        ``ceil(keep * n)`` (up to float error) clipped to ``[1, n]``.
-
-    Raises:
-        ValueError: if ``keep`` is outside (0, 1] or ``n < 1``.
-    """
-    _check_keep(keep)
-    if n < 1:
-        raise ValueError(f"number of groups must be >= 1, got {n}")
-    return min(n, max(1, math.ceil(keep * n - _KEEP_EPS)))
-
-
-def _check_keep(keep: float) -> None:
-    if not isinstance(keep, (int, float)) or isinstance(keep, bool) or not 0.0 < keep <= 1.0:
-        raise ValueError(f"keep must be a number in (0, 1], got {keep!r}")
+__all__ = ["keep_count", "filter_mask", "channel_mask", "shape_mask", "support_mask", "masked", "project"]
 
 
 def _check_weight(w: Tensor) -> None:
@@ -106,7 +79,7 @@ def filter_mask(w: Tensor, keep: float) -> Tensor:
         Boolean tensor shaped like ``w``, True on the kept filters ``w[o]`` (sec. 2.1, m_f).
     """
     _check_weight(w)
-    _check_keep(keep)
+    check_keep(keep)
     if keep == 1.0:
         return _all_true(w)
     kept = _top_groups(_sq_norms(w, tuple(range(1, w.dim()))), keep)
@@ -124,7 +97,7 @@ def channel_mask(w: Tensor, keep: float) -> Tensor:
         Boolean tensor shaped like ``w``, True on the kept channels ``w[:, c]`` (sec. 2.1, m_c).
     """
     _check_weight(w)
-    _check_keep(keep)
+    check_keep(keep)
     if keep == 1.0:
         return _all_true(w)
     dims = (0,) + tuple(range(2, w.dim()))
@@ -147,7 +120,7 @@ def shape_mask(w: Tensor, keep: float) -> Tensor:
     """
     if w.dim() != 4:
         raise ValueError(f"shape sparsity needs a 4-D conv weight (C_out x C_in x KH x KW), got {tuple(w.shape)}")
-    _check_keep(keep)
+    check_keep(keep)
     if keep == 1.0:
         return _all_true(w)
     kept = _top_groups(_sq_norms(w, (0,)), keep)
@@ -170,7 +143,7 @@ def support_mask(w: Tensor, *, filter_keep: float = 1.0, channel_keep: float = 1
         Boolean tensor shaped like ``w``.
     """
     for keep in (filter_keep, channel_keep, shape_keep):
-        _check_keep(keep)
+        check_keep(keep)
     mask = filter_mask(w, filter_keep)
     if channel_keep != 1.0:
         mask &= channel_mask(w, channel_keep)
@@ -195,5 +168,18 @@ def project(w: Tensor, *, filter_keep: float = 1.0, channel_keep: float = 1.0, s
         A new tensor equal to ``w`` on the support and exactly 0 elsewhere (``w * mask``; written with
         ``torch.where`` so that a non-finite pruned entry still becomes 0, not NaN).
     """
-    mask = support_mask(w, filter_keep=filter_keep, channel_keep=channel_keep, shape_keep=shape_keep)
+    return masked(w, support_mask(w, filter_keep=filter_keep, channel_keep=channel_keep, shape_keep=shape_keep))
+
+
+def masked(w: Tensor, mask: Tensor) -> Tensor:
+    """``w`` on ``mask`` and exactly 0 elsewhere: how every projection and frozen mask is applied.
+
+    Args:
+        w: a tensor.
+        mask: boolean tensor broadcastable to ``w``.
+
+    Returns:
+        A new tensor shaped like ``w``; ``torch.where`` (not ``w * mask``), so that a non-finite entry
+        outside the mask becomes 0, not NaN, and a pruned entry is +0.0 whatever the sign of ``w``.
+    """
     return torch.where(mask, w, torch.zeros((), dtype=w.dtype, device=w.device))

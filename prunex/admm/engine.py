@@ -1,0 +1,162 @@
+"""What every consensus engine shares: its state, its penalties and masks, the residual table, the logs.
+
+An engine holds, per parameter of the local model, the device-local ``theta`` (updated in place by the
+caller's local SGD, phase 1) and its scaled dual ``u``, the global consensus ``z``, and per layer the
+penalty ``rho_intra`` (rho_1, the proximal term's), the global group mask of every constrained layer
+(`prunex.pruning.GroupMask`) and the freezing rule (`prunex.admm.freeze.MaskFreeze`). Subclasses add
+their own state (H-SADMM: z_i, v, rho_2) in ``init_engine``, name it in ``STATE``/``PENALTIES`` and
+implement ``consensus`` as a sequence of the steps of `prunex.admm.steps`. Checkpointing is here, once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from prunex.admm.freeze import MaskFreeze
+from prunex.comm import Comm
+from prunex.config import ADMMConfig
+from prunex.pruning import GroupMask, LayerSparsity
+
+
+@dataclass
+class ConsensusResult:
+    converged: bool
+    frozen: bool  # the mask was frozen during this iteration
+    residual_rows: list[dict] = field(default_factory=list)
+    mask_rows: list[dict] = field(default_factory=list)
+
+
+class ConsensusEngine:
+    """State and plumbing of a consensus engine over the parameters ``theta`` of one rank.
+
+    Args:
+        theta: name -> parameter tensor of the local model (updated in place by the caller).
+        buffers: name -> floating-point buffer (BatchNorm statistics) averaged over all ranks at every
+            consensus; empty when they are re-estimated before evaluation (`ADMMConfig.average_bn_stats`).
+        sparsity: name -> structured constraint of the constrained layers (`constrained_layers`).
+        cfg: ADMM options.
+        comm: the rank's instrumented communication.
+        weight_decay: lambda of eq. (1), used in the z step (and by the caller's SGD).
+    """
+
+    STATE: tuple[str, ...] = ("u", "z")  # per-parameter tensors
+    ANCHOR = "z"  # the consensus variable the proximal term of phase 1 pulls theta towards
+    PENALTIES: tuple[str, ...] = ("rho_intra",)
+
+    def __init__(
+        self,
+        theta: Mapping[str, torch.Tensor],
+        buffers: Mapping[str, torch.Tensor],
+        sparsity: Mapping[str, LayerSparsity],
+        cfg: ADMMConfig,
+        comm: Comm,
+        weight_decay: float,
+    ) -> None:
+        self.cfg, self.comm, self.lam, self.topo = cfg, comm, weight_decay, comm.topo
+        self.names = list(theta)
+        self.theta, self.buffers, self.sparsity = dict(theta), dict(buffers), dict(sparsity)
+        unknown = set(self.sparsity) - set(self.names)
+        if unknown:
+            raise ValueError(f"constrained layers that are not parameters: {sorted(unknown)}")
+        first = next(iter(self.theta.values()))
+        self.device, self.dtype = first.device, first.dtype
+        with torch.no_grad():
+            # Alg. 1 line 1: theta and the consensus variables from the same initialisation; duals 0
+            self.u = {n: torch.zeros_like(t) for n, t in self.theta.items()}
+            self.z = {n: t.detach().clone() for n, t in self.theta.items()}
+        self.rho_intra = dict.fromkeys(self.names, cfg.rho_intra)
+        # Alg. 1 line 1: m_global = 1
+        self.masks = {
+            n: GroupMask.full(tuple(self.theta[n].shape), self.device, s.with_shape) for n, s in self.sparsity.items()
+        }
+        self.freeze = MaskFreeze(cfg.freeze_iteration, cfg.freeze_patience)
+        self.init_engine()
+
+    def init_engine(self) -> None:
+        """The subclass's own state and buffers (called at the end of construction)."""
+
+    @property
+    def frozen(self) -> bool:
+        return self.freeze.frozen
+
+    def anchors(self) -> dict[str, torch.Tensor]:
+        """Per parameter, the point the proximal term of phase 1 pulls theta to: rho_1 (theta - anchor)
+        (eq. (8): anchor = z_i - u_ij, ``ANCHOR = "z_node"``; flat consensus: z - u)."""
+        consensus = getattr(self, self.ANCHOR)
+        return {n: consensus[n] - self.u[n] for n in self.names}
+
+    def begin_round(self, force_frozen: bool) -> bool:
+        """Start a consensus round: freeze the mask when asked (masked retraining), then wait for every
+        rank (ranks finish local training at different times; the wait is logged as a `barrier`, so
+        the collectives that follow are timed as transfers). Returns whether the mask is dynamic."""
+        if force_frozen:
+            self.freeze.force()
+        self.comm.barrier("flat")
+        return not self.freeze.frozen
+
+    # -- residual table and logs ---------------------------------------------------------------------
+    def total(self, rows: list[list[float]]) -> list[list[float]]:
+        """The residual table summed over every rank: one small float64 flat AllReduce (Alg. 1 line 28)."""
+        table = torch.tensor(rows, dtype=torch.float64, device=self.device)
+        self.comm.all_reduce(table, "flat", "sum")
+        return table.cpu().tolist()
+
+    def mask_rows(
+        self, k: int, drift: Mapping[str, int], node_masks: Mapping[str, GroupMask] | None = None
+    ) -> list[dict]:
+        """``masks.parquet`` rows: the global mask of every constrained layer (rank 0) and, while the mask
+        is dynamic, each node's own mask (its leader; H-SADMM only)."""
+        rows = []
+        topo = self.topo
+        for n, g in self.masks.items():
+            common = {"iteration": k, "layer": n, "total_out": g.total_out, "total_in": g.total_in}
+            if topo.rank == 0:
+                rows.append(
+                    common
+                    | {
+                        "kind": "global",
+                        "node": -1,
+                        "kept_out": g.kept_out,
+                        "kept_in": g.kept_in,
+                        "density": g.density(),
+                        "drift": drift.get(n, 0),
+                    }
+                )
+            if node_masks is not None and topo.is_leader and n in node_masks:
+                nm = node_masks[n]
+                rows.append(
+                    common
+                    | {
+                        "kind": "node",
+                        "node": topo.node,
+                        "kept_out": nm.kept_out,
+                        "kept_in": nm.kept_in,
+                        "density": nm.density(),
+                        "drift": 0,
+                    }
+                )
+        return rows
+
+    # -- checkpoint ------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Everything resuming needs: the per-parameter state, the penalties, the masks, the freezing rule."""
+        return {
+            **{key: getattr(self, key) for key in self.STATE},
+            **{key: getattr(self, key) for key in self.PENALTIES},
+            "masks": {n: g.vector() for n, g in self.masks.items()},
+            **self.freeze.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for key in self.STATE:
+            for n, t in state[key].items():
+                getattr(self, key)[n].copy_(t)
+        for key in self.PENALTIES:
+            setattr(self, key, dict(state[key]))
+        for n, vec in state["masks"].items():
+            self.masks[n] = GroupMask.from_vector(vec, self.masks[n].shape, self.sparsity[n].with_shape)
+        self.freeze.load_state_dict(state)

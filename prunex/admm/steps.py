@@ -1,0 +1,154 @@
+"""The steps of a consensus round, one function per paper concept (Alg. 1 phases 2-5).
+
+Both engines (`prunex.admm.hsadmm`, `prunex.admm.flat`) are sequences of these calls:
+
+| step | paper | H-SADMM | flat consensus |
+|---|---|---|---|
+| :func:`sum_theta_plus_u` | Alg. 1 lines 6-7 | intra-node AllReduce | flat AllReduce |
+| :func:`z_node_step` | eq. (9) as derived | z_i from its node and z | z from every worker |
+| :func:`project_or_freeze` | eq. (10), sec. 4.5 | z~_i | z~ |
+| :func:`sync_masks` | eq. (14) | leaders' union | (one projection: nothing to unite) |
+| :func:`inter_node_average` | eq. (15), sec. 4.4 | compact AllReduce of the leaders | (dense above) |
+| :func:`dual_updates` | eqs. (12)-(13) | u and v | u |
+
+Residuals and penalty balancing are in `prunex.admm.residuals`, mask freezing in `prunex.admm.freeze`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import torch
+from torch import Tensor
+
+from prunex.comm import Comm, compress, decompress
+from prunex.comm.bucket import Bucketer
+from prunex.pruning import GroupMask, LayerSparsity, project_groups
+
+
+def sum_theta_plus_u(
+    theta: Mapping[str, Tensor],
+    u: Mapping[str, Tensor],
+    buffers: Mapping[str, Tensor],
+    buckets: Bucketer,
+    comm: Comm,
+    level: str,
+) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+    """sum_j (theta_j + u_j) over the ``level`` group (Alg. 1 lines 6-7), with the floating-point
+    buffers (BatchNorm statistics) summed alongside, in coalesced buckets (sec. 4.4.2). Returns views
+    into the buckets, per parameter and per buffer."""
+    names, bnames = list(theta), list(buffers)
+    buckets.layout([theta[n].numel() for n in names] + [buffers[b].numel() for b in bnames])
+    for i, n in enumerate(names):
+        torch.add(theta[n].reshape(-1), u[n].reshape(-1), out=buckets.view(i))
+    for j, b in enumerate(bnames):
+        buckets.view(len(names) + j).copy_(buffers[b].reshape(-1))
+    buckets.all_reduce(comm, level, "sum")
+    sums = {n: buckets.view(i, theta[n].shape) for i, n in enumerate(names)}
+    return sums, {b: buckets.view(len(names) + j, buffers[b].shape) for j, b in enumerate(bnames)}
+
+
+def z_node_step(
+    summed: Tensor,
+    *,
+    rho1: float,
+    members: int,
+    lam_share: float,
+    outer: tuple[float, Tensor, Tensor] | None = None,
+) -> Tensor:
+    """The z step: the minimiser of the augmented Lagrangian (eq. (6)) in the consensus variable.
+
+    H-SADMM (eq. (9) as derived; the printed eq. (9) writes z_i where z belongs and drops the factor P):
+    ``z~_i = [rho_1 sum_j (theta_ij + u_ij) + rho_2 (z - v_i)] / (lambda / M + P rho_1 + rho_2)``, with
+    ``summed`` the node's sum, ``members = P``, ``lam_share = lambda / M`` and ``outer = (rho_2, z, v_i)``.
+
+    Flat consensus (every worker tied to z): ``z~ = rho sum_n (theta_n + u_n) / (lambda + N rho)``, with
+    ``members = N``, ``lam_share = lambda`` and no outer term.
+    """
+    if outer is None:
+        return rho1 * summed / (lam_share + members * rho1)
+    rho2, z, v = outer
+    return (rho1 * summed + rho2 * (z - v)) / (lam_share + members * rho1 + rho2)
+
+
+def project_or_freeze(z: Tensor, sparsity: LayerSparsity, frozen: GroupMask | None) -> tuple[Tensor, GroupMask | None]:
+    """Phase 3 (Alg. 1 lines 10-14): while the mask is dynamic (``frozen`` None), the projection Pi_S(z)
+    of eq. (10) and the group mask of its support; once frozen (sec. 4.5, `prunex.admm.freeze`), z on
+    the frozen mask and no new mask. Either way entries off the support are exactly 0."""
+    if frozen is None:
+        return project_groups(z, sparsity)
+    return frozen.apply(z), None
+
+
+def sync_masks(node_masks: Mapping[str, GroupMask], comm: Comm) -> dict[str, GroupMask]:
+    """Eq. (14): the union of the nodes' masks, per group, by a uint8 AllReduce-MAX over the leaders
+    (MAX is OR on {0, 1}), then an intra-node Broadcast so that every worker knows the global index
+    sets (Alg. 1 line 25)."""
+    vec = torch.cat([m.vector() for m in node_masks.values()])
+    if comm.topo.is_leader:
+        comm.mask_sync(vec, "inter")
+    comm.broadcast(vec, "intra")
+    out, pos = {}, 0
+    for n, m in node_masks.items():
+        size = m.numel_vector()
+        out[n] = GroupMask.from_vector(vec[pos : pos + size], m.shape, m.with_shape)
+        pos += size
+    return out
+
+
+def inter_node_average(
+    z_node: Mapping[str, Tensor],
+    v: Mapping[str, Tensor],
+    masks: Mapping[str, GroupMask],
+    buffers: Mapping[str, Tensor],
+    buckets: Bucketer,
+    comm: Comm,
+) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+    """Phase 4 (Alg. 1 lines 19-22 and 25; eq. (15), sec. 4.4): the new global z.
+
+    On the leaders: ``c = z_i + v_i`` (line 19); `compress` of every constrained layer to the kept
+    filter x channel slices of the global mask (line 20, eq. (15)), other parameters dense, in the same
+    coalesced buckets with the node-averaged ``buffers``; AllReduce over the leaders divided by M (line
+    21). Then a Broadcast of the compact buckets to the node's workers (line 25) and `decompress` into
+    full-size tensors, zero off the support (line 22, sec. 4.4.3). Buckets are laid out once per set of
+    compact sizes, so they are reused once the mask is frozen. Returns the new z per parameter and the
+    globally averaged buffers (views into the buckets where no decompression is needed).
+    """
+    names, bnames = list(z_node), list(buffers)
+    shapes = [masks[n].compact_shape if n in masks else tuple(z_node[n].shape) for n in names]
+    buckets.layout([math.prod(s) for s in shapes] + [buffers[b].numel() for b in bnames])
+    if comm.topo.is_leader:
+        for i, n in enumerate(names):
+            c = z_node[n] + v[n]
+            if n in masks:
+                compress(c, masks[n].out_idx, masks[n].in_idx, out=buckets.view(i, shapes[i]))
+            else:
+                buckets.view(i).copy_(c.reshape(-1))
+        for j, b in enumerate(bnames):
+            buckets.view(len(names) + j).copy_(buffers[b].reshape(-1))
+        buckets.all_reduce(comm, "inter", "avg")
+    buckets.broadcast(comm, "intra")
+    z = {}
+    for i, n in enumerate(names):
+        view = buckets.view(i, shapes[i])
+        if n in masks:
+            z[n] = decompress(view, masks[n].out_idx, masks[n].in_idx, z_node[n].shape)
+        else:
+            z[n] = view.reshape(z_node[n].shape)
+    return z, {b: buckets.view(len(names) + j, buffers[b].shape) for j, b in enumerate(bnames)}
+
+
+def dual_updates(
+    u: Tensor, theta: Tensor, z_node: Tensor, v: Tensor | None = None, z: Tensor | None = None
+) -> tuple[Tensor, Tensor | None]:
+    """Scaled dual ascent, in place: ``v_i += z_i - z`` (eq. (13), Alg. 1 line 23; H-SADMM, when ``v``
+    is given) and ``u_ij += theta_ij - z_i`` (eq. (12), line 27; flat consensus: z in place of z_i).
+    Returns the primal residuals (theta - z_i, z_i - z or None)."""
+    r_inter = None
+    if v is not None:
+        r_inter = z_node - z
+        v.add_(r_inter)
+    r_intra = theta.detach() - z_node
+    u.add_(r_intra)
+    return r_intra, r_inter

@@ -1,0 +1,104 @@
+"""Every training method described once: its name, label, colour, what one of its iterations is, how
+the performance model prices it, and where its implementation lives.
+
+Plain data, torch-free, read by config validation (`prunex.config`), the trainer (:func:`method_class`
+imports the implementation on first use), the performance model (`prunex.perfmodel.workload` looks
+up the workload builder named here) and the analysis (`analysis.style`: labels, colours, order).
+Adding a method is one entry here plus its module.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class MethodInfo:
+    """One method.
+
+    Attributes:
+        name: the ``--method`` value and the directory/log name.
+        label: how figures and reports name it.
+        color: its one colour in every figure (the paper's Fig. 5 colours where it has one).
+        implementation: ``"module:Class"`` of its `prunex.methods.base.Method`, imported on use.
+        outer_iterations: one logged iteration is an outer ADMM iteration of E local epochs followed by a
+            consensus (else one optimizer step); such methods log residuals and masks.
+        workload: what the performance model prices per iteration, a key of
+            `prunex.perfmodel.workload.WORKLOADS`.
+        summary: one line on what it communicates.
+    """
+
+    name: str
+    label: str
+    color: str
+    implementation: str
+    outer_iterations: bool
+    workload: str
+    summary: str
+
+
+_METHODS = (
+    MethodInfo(
+        "hsadmm",
+        "PruneX (H-SADMM)",
+        "#2ca02c",  # green, as in the paper's Fig. 5
+        "prunex.methods.hsadmm:HSADMMMethod",
+        True,
+        "hsadmm",
+        "intra-node AllReduce of theta + u; leaders' AllReduce of the compressed z_i + v_i; Broadcast to the node",
+    ),
+    MethodInfo(
+        "ddp",
+        "DDP (dense)",
+        "#1f77b4",  # blue
+        "prunex.methods.ddp:DDP",
+        False,
+        "ddp",
+        "flat AllReduce of the gradients in DDP's buckets, overlapped with the backward pass",
+    ),
+    MethodInfo(
+        "topk",
+        "Top-K SGD",
+        "#e377c2",  # pink
+        "prunex.methods.topk:TopK",
+        False,
+        "topk",
+        "flat AllGather of the top-k gradient values and indices per tensor, with error feedback",
+    ),
+    MethodInfo(
+        "flat_admm",
+        "PruneX (AR, flat ADMM)",
+        "#d4a017",  # gold ("yellow" flat PruneX AllReduce baseline of Fig. 7)
+        "prunex.methods.flat_admm:FlatADMMMethod",
+        True,
+        "flat_admm",
+        "dense flat AllReduce of theta + u; the global z projected after synchronisation",
+    ),
+    MethodInfo(
+        "pactrain",
+        "PacTrain",
+        "#8c564b",  # brown
+        "prunex.methods.pactrain:PacTrain",
+        False,
+        "pactrain",
+        "flat AllReduce of the gradients' kept entries, packed densely without indices",
+    ),
+)
+REGISTRY: dict[str, MethodInfo] = {m.name: m for m in _METHODS}
+METHOD_NAMES: tuple[str, ...] = tuple(REGISTRY)  # in the order figures list them
+
+
+def method_info(name: str) -> MethodInfo:
+    """The entry of ``name``; ValueError naming the known methods otherwise."""
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown method {name!r}; known: {', '.join(METHOD_NAMES)}") from None
+
+
+def method_class(name: str) -> Any:
+    """The `prunex.methods.base.Method` subclass of ``name`` (imports torch and the implementation)."""
+    module, cls = method_info(name).implementation.split(":")
+    return getattr(importlib.import_module(module), cls)

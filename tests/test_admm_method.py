@@ -1,0 +1,79 @@
+"""The ADMM methods' policies on 2 real gloo processes (1 node x 2): SGD momentum across outer
+iterations, and BatchNorm statistics in the consensus only when evaluation does not re-estimate them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from distributed import run_distributed
+from torch import nn
+from torch.utils.data import TensorDataset
+
+from prunex.config import ADMMConfig, RunConfig
+
+BATCH = 8
+
+
+class TinyBN(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.bn = nn.BatchNorm2d(4)
+        self.conv2 = nn.Conv2d(4, 6, 3)
+        self.fc = nn.Linear(6 * 4 * 4, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.relu(self.conv2(torch.relu(self.bn(self.conv(x))))).flatten(1))
+
+
+def _run(rank: int, tmp: str, admm: ADMMConfig, bn_batches: int) -> dict:
+    from prunex.comm import Comm
+    from prunex.log import RunLog
+    from prunex.methods import method_class
+    from prunex.methods.base import Context
+    from prunex.topology import build_groups, discover
+
+    topo = discover(1, 2)
+    groups = build_groups(topo, 60)
+    comm = Comm(topo, groups, torch.device("cpu"))
+    g = torch.Generator().manual_seed(7)
+    data = TensorDataset(torch.randn(2 * BATCH, 3, 8, 8, generator=g), torch.randint(0, 10, (2 * BATCH,), generator=g))
+    cfg = RunConfig(
+        method="hsadmm", procs_per_node=2, batch_size=BATCH, weight_decay=0.0, bn_batches=bn_batches, admm=admm
+    )
+    torch.manual_seed(0)
+    model = TinyBN()
+    ctx = Context(cfg, topo, groups, comm, torch.device("cpu"), model, data, RunLog(tmp, rank))
+    method = method_class("hsadmm")(ctx)
+    out: dict = {"buffers_in_consensus": sorted(method.engine.buffers)}
+    for k in range(2):  # one SGD step per outer iteration (one batch per rank)
+        comm.iteration = k
+        method.train_iteration(k)
+    p = model.conv2.weight
+    out["momentum_is_last_grad"] = torch.equal(method.optimizer.state[p]["momentum_buffer"], p.grad)
+    records = comm.drain()
+    out["intra_bytes"] = sum(r["bytes"] for r in records if (r["level"], r["op"]) == ("intra", "allreduce"))
+    out["param_bytes"] = 4 * sum(q.numel() for q in model.parameters())
+    out["buffer_bytes"] = 4 * sum(b.numel() for b in model.buffers() if b.is_floating_point())
+    return out
+
+
+@pytest.mark.parametrize("policy", ["carry", "reset"])
+def test_momentum_policy(policy: str, tmp_path: Path) -> None:
+    admm = ADMMConfig(iterations=2, local_epochs=1, momentum_policy=policy, freeze_iteration=1)
+    for r in run_distributed(_run, 2, str(tmp_path), admm, 2):
+        # weight decay 0 and one step per phase 1: a reset buffer is exactly the step's (proximal) gradient,
+        # a carried one also holds 0.9 x the previous outer iteration's
+        assert r["momentum_is_last_grad"] == (policy == "reset")
+
+
+@pytest.mark.parametrize("bn_batches, average", [(2, None), (0, None), (2, True)])
+def test_bn_statistics_travel_only_when_not_reestimated(bn_batches: int, average: bool | None, tmp_path: Path) -> None:
+    admm = ADMMConfig(iterations=2, local_epochs=1, freeze_iteration=1, average_bn_stats=average)
+    sends = average if average is not None else bn_batches == 0
+    for r in run_distributed(_run, 2, str(tmp_path), admm, bn_batches):
+        assert bool(r["buffers_in_consensus"]) == sends
+        # the intra-node payload per iteration: theta + u, plus the statistics only when they are averaged
+        assert r["intra_bytes"] == 2 * (r["param_bytes"] + (r["buffer_bytes"] if sends else 0))
