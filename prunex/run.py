@@ -87,6 +87,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--num-workers", type=int)
     p.add_argument("--train-subset", type=int, help="use only the first n training images")
     p.add_argument("--collective-timeout-s", type=float)
+    p.add_argument(
+        "--checkpoint-every-min",
+        type=float,
+        help="minutes between checkpoints, taken at the next evaluation point (default 20; 0: at every one)",
+    )
     g = p.add_argument_group("method options")
     for opt in (
         "iterations",

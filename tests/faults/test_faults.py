@@ -116,6 +116,8 @@ def test_nan_stops_the_run_at_that_iteration_with_a_checkpoint_from_before(
             str(tmp_path),
             "--name",
             "diverge",
+            "--checkpoint-every-min",
+            "0",
         ],
         cwd=ROOT,
         capture_output=True,
@@ -127,10 +129,14 @@ def test_nan_stops_the_run_at_that_iteration_with_a_checkpoint_from_before(
     assert proc.returncode == 1
     assert "failed in iteration 1 during local computation: FloatingPointError: loss became nan" in proc.stderr
     run_dir = tmp_path / "adhoc" / "diverge"
-    # the checkpoint from before the NaN: iteration 0, both ranks; none of iteration 1
-    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == [
-        "rank00000-it0000000.pt",
-        "rank00001-it0000000.pt",
+    # the checkpoint from before the NaN: iteration 0's complete set; none of iteration 1
+    assert [p.name for p in (run_dir / "checkpoints").iterdir()] == ["it0000000"]
+    assert sorted(p.name for p in (run_dir / "checkpoints" / "it0000000").iterdir()) == [
+        "COMPLETE",
+        "node00000.pt",
+        "rank00000.pt",
+        "rank00001.pt",
+        "replicated.pt",
     ]
     tables = merge_parts(run_dir)
     assert list(tables["steps"]["iteration"]) == [0] and not (run_dir / "DONE").exists()
@@ -241,11 +247,14 @@ def test_checkpoint_of_another_configuration_is_refused(tmp_path: Path, fault_re
 
     from prunex import checkpoint
     from prunex.config import RunConfig
+    from prunex.topology import Topology
 
     cfg = RunConfig(method="hsadmm")
-    checkpoint.save(tmp_path, 0, cfg, 3, 1.0, {"w": torch.ones(2)})
-    assert checkpoint.load(tmp_path, 0, cfg, torch.device("cpu"))["iteration"] == 3  # weights_only load
+    topo = Topology(rank=0, world_size=1, nodes=1, procs_per_node=1)
+    state = {"replicated": {"w": torch.ones(2)}, "node": {}, "rank": {}}
+    checkpoint.save(tmp_path, topo, cfg, 3, 1.0, state, barrier=lambda: None, reason="clock")
+    assert checkpoint.load(tmp_path, topo, cfg, torch.device("cpu"))["iteration"] == 3  # weights_only load
     other = dataclasses.replace(cfg, lr=0.1, admm=dataclasses.replace(cfg.admm, channel_keep=0.25))
     with pytest.raises(checkpoint.CheckpointMismatch, match="fields admm.channel_keep, lr differ") as refused:
-        checkpoint.load(tmp_path, 0, other, torch.device("cpu"))
+        checkpoint.load(tmp_path, topo, other, torch.device("cpu"))
     fault_report("checkpoint of another configuration", None, str(refused.value), "the checkpoint, untouched")
