@@ -307,10 +307,15 @@ class Preemption:
     def _on_signal(self, signum: int, frame: Any) -> None:
         self.received = True  # only a flag: the handler runs between two bytecodes of the training loop
 
+    def uninstall(self) -> None:
+        """Put submitit's handler back."""
+        signal.signal(self.signum, self.previous)
+        if Preemption._active is self:
+            Preemption._active = None
+
     def hand_over(self) -> None:
         """Run submitit's handler now: on rank 0 it requeues the job and exits."""
-        signal.signal(self.signum, self.previous)
-        Preemption._active = None
+        self.uninstall()
         self.previous(self.signum, None)
 
     @classmethod

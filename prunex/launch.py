@@ -165,6 +165,9 @@ class TrainJob(submitit.helpers.Checkpointable):
                 raise
             preemption.hand_over()  # rank 0: submitit requeues and exits; the others exit here
             sys.exit(-1)
+        finally:
+            if preemption is not None:
+                preemption.uninstall()  # submitit's handler back in place (a no-op after hand_over)
 
 
 def preflight(config: RunConfig) -> Path:
@@ -189,8 +192,8 @@ def preflight(config: RunConfig) -> Path:
 
 
 def prepare(config: RunConfig) -> Path | None:
-    """Preflight a run; None if already done. An unfinished earlier attempt with checkpoints is
-    resumed by the trainer; without checkpoints its leftovers are cleared."""
+    """Preflight a run; None if already done. An unfinished earlier attempt with a complete checkpoint
+    set is resumed by the trainer; without one its leftovers are cleared."""
     run_dir = preflight(config)
     if (run_dir / DONE).exists():
         return None

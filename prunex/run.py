@@ -26,7 +26,7 @@ from prunex.config import (
     RunConfig,
     TopKConfig,
 )
-from prunex.launch import SlurmOptions, launch
+from prunex.launch import SlurmOptions, experiment_path, launch
 from prunex.lock import LockHeld, results_lock
 
 # command-line option -> (nested config, field)
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     except RuntimeError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    print(f"logs: {run_dir}")
+    print(f"logs: {experiment_path(config)} -> {run_dir}")
     return 0
 
 

@@ -216,7 +216,12 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
             log.flush()
             note = ""
             if reason is not None:
-                stats, manifest = checkpoint.save(
+
+                def logged(stats: checkpoint.SaveStats) -> None:  # before the barrier: on disk with the set
+                    log.append("checkpoints", [_checkpoint_row(stats, topo)])
+                    log.flush()
+
+                _, manifest = checkpoint.save(
                     run_dir,
                     topo,
                     config,
@@ -225,7 +230,7 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
                     method.state_dict(),
                     barrier=lambda: dist.barrier(group=groups.flat),  # control messages, not logged
                     reason=reason,
-                    after_write=lambda st: (log.append("checkpoints", [_checkpoint_row(st, topo)]), log.flush()),
+                    after_write=logged,
                 )
                 cadence.reset()
                 if manifest is not None:

@@ -64,7 +64,8 @@ def test_killed_rank_ends_the_job_in_bounded_time(data_root: Path, tmp_path: Pat
     while not list((run_dir / "parts").glob("rank_steps.rank00001.parquet")):  # an epoch is logged
         assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() else "slow"
         time.sleep(0.2)
-    pids = _task_pids(run_dir / "submitit", 1)
+    tasks = run_dir.resolve() / "submitit"  # the run's own directory: the experiment's entry is a link to it
+    pids = _task_pids(tasks, 1)
     assert pids, "rank 1 not found"
     killed_at = time.monotonic()
     for pid in pids:
@@ -76,7 +77,7 @@ def test_killed_rank_ends_the_job_in_bounded_time(data_root: Path, tmp_path: Pat
     assert len(lines) == 1 and "run victim failed" in lines[0], err[-2000:]
     assert "rank 1 ended without a result" in lines[0]  # the dead rank is named, not only the one that noticed
     assert elapsed < timeout_s + 60, elapsed  # bounded by the collective timeout, not a hang
-    assert not _task_pids(run_dir / "submitit", 0) and not _task_pids(run_dir / "submitit", 1)  # every rank ended
+    assert not _task_pids(tasks, 0) and not _task_pids(tasks, 1)  # every rank ended
     # the finished iterations' logs stay readable
     tables = merge_parts(run_dir)
     assert len(tables["steps"]) >= 1 and not (run_dir / "DONE").exists()
