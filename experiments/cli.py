@@ -39,6 +39,11 @@ def parser(name: str, doc: str | None) -> argparse.ArgumentParser:
     p.add_argument("--results", default="results")
     p.add_argument("--only", help="run only the runs whose name matches this glob")
     p.add_argument("--dry-run", action="store_true", help="print the runs and their Slurm parameters")
+    p.add_argument(
+        "--checkpoint-every-min",
+        type=float,
+        help="minutes between checkpoints (default 20; 0: at every evaluation point); not part of a run's identity",
+    )
     p.add_argument("--partition")
     p.add_argument("--account")
     p.add_argument("--time-min", type=int)
@@ -112,6 +117,8 @@ def main(name: str, runs_fn: RunsFn, doc: str | None = None, argv: list[str] | N
     args = parser(name, doc).parse_args(argv)
     try:
         configs = resolve(name, runs_fn, args.profile, args.executor, args.results, args.only)
+        if args.checkpoint_every_min is not None:
+            configs = [dataclasses.replace(c, checkpoint_every_min=args.checkpoint_every_min) for c in configs]
         slurm = slurm_options(args)
     except (ConfigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
