@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import textwrap
 from collections.abc import Callable, Iterable
@@ -275,6 +276,8 @@ def load_experiment(results: Path, name: str) -> Experiment:
     if not root.is_dir():
         return Experiment(name, results, [], [f"no logs for {name} under {results}"])
     runs, notes = [], []
+    for d in sorted(p for p in root.iterdir() if p.is_symlink() and not p.exists()):
+        notes.append(f"{d}: a link to a missing run directory ({os.readlink(d)}), left out")
     for d in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
         if not (d / "config.json").exists():
             if any(d.glob("*.parquet")) or (d / "parts").is_dir():

@@ -53,6 +53,7 @@ from prunex.topology import Topology
 
 ROLES = ("replicated", "node", "rank")
 MANIFEST = "COMPLETE"
+COMMIT_WAIT_S = 30.0  # how long rank 0 waits for the other ranks' files to appear before failing
 _SET_RE = re.compile(r"^it(\d{7})$")
 # fields that may differ between the run that wrote a checkpoint and the one resuming it: who asked,
 # how the job is operated, the executor, and the link model (rewritten at run time on a mini cluster)
@@ -187,9 +188,11 @@ def commit(run_dir: Path, topo: Topology, iteration: int, reason: str) -> dict[s
     """On rank 0, once every rank has written its files: the manifest, then drop every other set."""
     d = set_dir(run_dir, iteration)
     expected = expected_files(topo.nodes, topo.procs_per_node)
-    absent = [n for n in expected if not (d / n).is_file()]
-    if absent:  # a barrier came before: the file system lost writes
-        raise RuntimeError(f"checkpoint {d} is missing {', '.join(absent)} after every rank wrote it")
+    deadline = time.monotonic() + COMMIT_WAIT_S
+    while absent := [n for n in expected if not (d / n).is_file()]:
+        if time.monotonic() > deadline:  # a barrier came before: the file system lost writes
+            raise RuntimeError(f"checkpoint {d} is missing {', '.join(absent)} after every rank wrote it")
+        time.sleep(0.5)  # a shared file system may show another node's new file a moment late
     manifest = {
         "iteration": iteration,
         "reason": reason,

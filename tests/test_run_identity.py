@@ -49,6 +49,8 @@ def test_links_follow_the_asked_training_and_old_run_directories_are_refused(tmp
     assert link.is_symlink() and os.readlink(link) == f"../runs/{a.shared_id}"
     b = dataclasses.replace(a, lr=0.2)  # the experiment now asks for another training: the link follows
     assert link_run(b) == link and os.readlink(link) == f"../runs/{b.shared_id}"
+    exp = load_experiment(tmp_path, "latency")  # nothing trained yet: the analysis says so
+    assert not exp.runs and any("a link to a missing run directory" in n for n in exp.notes)
     old = RunConfig(method="ddp", experiment="volume", name="ddp-resnet20", results=str(tmp_path))
     (tmp_path / "volume" / "ddp-resnet20").mkdir(parents=True)  # a run directory of the layout before
     with pytest.raises(ConfigError, match="layout before shared runs") as refused:
