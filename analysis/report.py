@@ -735,7 +735,8 @@ def run_users(results: Path) -> list[str]:
         "### Which experiments used which run",
         "",
         f"A run is identified by its training configuration and trained once: {asked} runs asked for by the "
-        f"experiments are {len(users)} trainings, {n_shared} of them used by more than one experiment.",
+        f"experiments are {len(users)} training{'s' if len(users) != 1 else ''}, {n_shared} of them used by more "
+        "than one experiment.",
         "",
         "| run | used by (experiment/name) |",
         "|---|---|",

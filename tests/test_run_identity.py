@@ -64,9 +64,9 @@ def test_experiments_share_one_run_and_every_analysis_finds_it(
     data_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     results = tmp_path / "r"
-    argv = ["--profile", "smoke", "--results", str(results), "--only", "hsadmm*"]
-    # smoke runs are 1 x 1: time_to_accuracy's hsadmm-resnet20, latency's hsadmm-resnet20 and
-    # strong_scaling's hsadmm-resnet20-1x1 are one training
+    argv = ["--profile", "smoke", "--results", str(results), "--only", "ddp*"]
+    # smoke runs are 1 x 1: time_to_accuracy's ddp-resnet20, latency's ddp-resnet20 and
+    # strong_scaling's ddp-resnet20-1x1 are one training
     for name in ("time_to_accuracy", "latency", "strong_scaling"):
         assert cli.main(name, importlib.import_module(f"experiments.{name}").runs, None, argv) == 0
     out = capsys.readouterr().out
@@ -75,9 +75,9 @@ def test_experiments_share_one_run_and_every_analysis_finds_it(
     runs = list((results / "runs").iterdir())
     assert len(runs) == 1 and (runs[0] / "DONE").exists()
     names = {
-        "time_to_accuracy": "hsadmm-resnet20",
-        "latency": "hsadmm-resnet20",
-        "strong_scaling": "hsadmm-resnet20-1x1",
+        "time_to_accuracy": "ddp-resnet20",
+        "latency": "ddp-resnet20",
+        "strong_scaling": "ddp-resnet20-1x1",
     }
     for exp_name, run_name in names.items():
         entry = results / exp_name / run_name
@@ -87,13 +87,13 @@ def test_experiments_share_one_run_and_every_analysis_finds_it(
         assert set(run.table("steps")["run_id"]) == {run_name} and run.shared
     for spec in (fig5a_time_to_accuracy.SPEC, fig7_latency.SPEC):
         fig = render(spec, results, tmp_path / "fig")
-        assert not fig.placeholder and set(fig.data["run_id"]) == {"hsadmm-resnet20"}, (spec.name, fig.notes)
+        assert not fig.placeholder and set(fig.data["run_id"]) == {"ddp-resnet20"}, (spec.name, fig.notes)
     lines = report.run_users(results)
     row = next(ln for ln in lines if runs[0].name in ln)
     assert all(f"{e}/{n}" in row for e, n in names.items()), row
-    assert "3 runs asked for by the experiments are 1 trainings" in "\n".join(lines)
+    assert "3 runs asked for by the experiments are 1 training, 1 of them" in "\n".join(lines)
     # saved logs keep the sharing: each run copied once, the experiments' links with it
     saved = tmp_path / "saved"
     assert export_logs(results, saved) == 1
-    assert load_experiment(saved, "latency").run("hsadmm-resnet20").table("steps") is not None
-    assert (saved / "strong_scaling" / "hsadmm-resnet20-1x1").is_symlink()
+    assert load_experiment(saved, "latency").run("ddp-resnet20").table("steps") is not None
+    assert (saved / "strong_scaling" / "ddp-resnet20-1x1").is_symlink()
