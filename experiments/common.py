@@ -49,6 +49,8 @@ PAPER_FREEZE_PATIENCE = 3
 # images. An epoch is ceil(floor(50000 / 64) / 128) = 7 steps of at least 0.50 s, at least 3.5 s
 # however much compute DDP's overlap hides, so 240 epochs last at least the 14 minutes. Top-K and
 # PacTrain get the same passes over the data (the paper's Top-K steps are slower than DDP's, sec. 5.4).
+# If Puhti's DDP steps are faster than the paper says (the performance model's compute-bound Puhti
+# estimate has 2.0 s per epoch: 8 minutes for 240), the curves of Fig. 5 end before its window.
 PAPER_WINDOW_S = 14 * 60
 PAPER_DDP_STEP_S = 0.50
 PAPER_BATCH, PAPER_GPUS, CIFAR10_TRAIN_IMAGES = 128, 16 * 4, 50_000
