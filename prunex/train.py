@@ -173,7 +173,16 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
         if result.evaluate:
             inter_before = comm.job_inter_bytes  # evaluation traffic is not training traffic
             votes = [int(cadence.due()), int(checkpoint.Preemption.requested())]
-            test_acc, (clock_votes, preempt_votes), row = _evaluate(method, config, comm, device, test_loader, k, votes)
+            try:
+                test_acc, (clock_votes, preempt_votes), row = _evaluate(
+                    method, config, comm, device, test_loader, k, votes
+                )
+            except Exception as e:  # as for training: name the rank, the iteration and the phase
+                raise RuntimeError(
+                    f"rank {topo.rank} (node {topo.node}) failed in iteration {k} during the evaluation"
+                    f"{f' ({comm.current} collective)' if comm.current else ''}: {type(e).__name__}: "
+                    f"{str(e).splitlines()[0] if str(e) else ''}"
+                ) from e
             log.append("evaluation", [row])
             log.append("eval_comm", comm.drain())
             comm.job_inter_bytes = inter_before
