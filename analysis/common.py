@@ -1,7 +1,11 @@
 """Reading run logs, captions, figure output and the command line shared by every figure module.
 
 Analysis reads only `RESULTS/<experiment>/<run_id>/` (config.json, meta.json, parquet tables) and
-never imports training code: `prunex.log` is imported for `read_parquet`, `LogError` and the column
+never imports training code. `<run_id>` is the name the experiment gives the run: a link to the
+shared run directory `RESULTS/runs/<shared id>` (a run two experiments ask for is trained once and
+found under both names; `shared_runs` lists which experiments use which run), or, in logs written
+before runs were shared (e.g. saved-logs/local), the run directory itself. Tables are read with the
+experiment's name in their `run_id` column. `prunex.log` is imported for `read_parquet`, `LogError` and the column
 lists only, and it imports no torch (tests/test_analysis.py checks that).
 
 A finished run (its `DONE` marker) is read from its merged tables. A run without `DONE` is partial:
@@ -14,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import textwrap
 from collections.abc import Callable, Iterable
@@ -97,7 +102,14 @@ class Run:
     # -- identity -------------------------------------------------------------------------------
     @property
     def run_id(self) -> str:
-        return str(self.config.get("name") or self.path.name)
+        """The experiment's name for the run (its entry under RESULTS/<experiment>). A shared run's
+        config.json names whichever experiment launched it; the entry's name is this experiment's."""
+        return self.path.name
+
+    @property
+    def shared(self) -> bool:
+        """The entry is a link to a run under RESULTS/runs (possibly used by other experiments too)."""
+        return self.path.is_symlink()
 
     @property
     def method(self) -> str:
@@ -185,7 +197,10 @@ class Run:
     def table(self, name: str) -> pd.DataFrame | None:
         """The run's table `name`, or None when the run has not written it (yet)."""
         if name not in self._cache:
-            self._cache[name] = self._load_table(name)
+            df = self._load_table(name)
+            if df is not None and "run_id" in df.columns:
+                df["run_id"] = self.run_id  # a shared run's tables carry the launching experiment's name
+            self._cache[name] = df
         df = self._cache[name]
         return None if df is None else df.copy()
 
@@ -261,6 +276,8 @@ def load_experiment(results: Path, name: str) -> Experiment:
     if not root.is_dir():
         return Experiment(name, results, [], [f"no logs for {name} under {results}"])
     runs, notes = [], []
+    for d in sorted(p for p in root.iterdir() if p.is_symlink() and not p.exists()):
+        notes.append(f"{d}: a link to a missing run directory ({os.readlink(d)}), left out")
     for d in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
         if not (d / "config.json").exists():
             if any(d.glob("*.parquet")) or (d / "parts").is_dir():
@@ -275,6 +292,19 @@ def load_experiment(results: Path, name: str) -> Experiment:
     if not runs:
         notes.insert(0, f"no logs for {name} under {results}")
     return Experiment(name, results, runs, notes)
+
+
+def shared_runs(results: Path, experiments: Iterable[str]) -> dict[Path, list[tuple[str, str]]]:
+    """Every run directory the experiments link to, with the (experiment, name) pairs that use it."""
+    users: dict[Path, list[tuple[str, str]]] = {}
+    for name in experiments:
+        root = Path(results) / name
+        if not root.is_dir():
+            continue
+        for entry in sorted(root.iterdir()):
+            if entry.is_symlink() and entry.is_dir():
+                users.setdefault(entry.resolve(), []).append((name, entry.name))
+    return users
 
 
 # -- captions -------------------------------------------------------------------------------------

@@ -48,7 +48,7 @@ from analysis import (
     fig13_sparsity_patterns,
 )
 from analysis.claims import CLAIMS, CONTRADICTIONS, PARAM_COUNTS, Claim
-from analysis.common import TARGET_ACC_PCT, Experiment, FigureSpec, LogError, Run, load_experiment
+from analysis.common import TARGET_ACC_PCT, Experiment, FigureSpec, LogError, Run, load_experiment, shared_runs
 
 FIGURE_MODULES = [
     fig5a_time_to_accuracy,
@@ -722,6 +722,31 @@ def inventory(logs: Logs) -> list[str]:
     return lines
 
 
+def run_users(results: Path) -> list[str]:
+    """Which experiments used which run: one row per run directory the experiments link to (none for
+    logs written before runs were shared, where every experiment has its own run directories)."""
+    users = shared_runs(results, EXPERIMENTS)
+    if not users:
+        return []
+    n_shared = sum(len(u) > 1 for u in users.values())
+    asked = sum(len(u) for u in users.values())
+    lines = [
+        "",
+        "### Which experiments used which run",
+        "",
+        f"A run is identified by its training configuration and trained once: {asked} runs asked for by the "
+        f"experiments are {len(users)} training{'s' if len(users) != 1 else ''}, {n_shared} of them used by more "
+        "than one experiment.",
+        "",
+        "| run | used by (experiment/name) |",
+        "|---|---|",
+    ]
+    for path, pairs in sorted(users.items(), key=lambda kv: kv[0].name):
+        used = ", ".join(f"{e}/{n}" for e, n in pairs)
+        lines.append(f"| `{path.parent.name}/{path.name}` | {_cell(used)} |")
+    return lines
+
+
 def figure_section(logs: Logs, out: Path) -> tuple[list[str], bool]:
     lines, error = [], False
     for spec in SPECS:
@@ -859,6 +884,7 @@ def write_report(results: Path, out: Path) -> tuple[pd.DataFrame, bool]:
         "## Runs found",
         "",
         *inventory(logs),
+        *run_users(results),
         "",
         "## Claims",
         "",

@@ -51,6 +51,13 @@ def main(argv: list[str] | None = None) -> int:
     except LockHeld as e:
         print(f"error: {e}", file=sys.stderr)
         return 3
+    if args.dry_run:  # experiments asking for the same training share one run (prunex.launch.run_dir_for)
+        asked = [
+            c
+            for n in names
+            for c in cli.resolve(n, importlib.import_module(f"experiments.{n}").runs, args.profile, args.executor, ".")
+        ]
+        print(f"[all] {len(asked)} runs asked for, {len({c.shared_id for c in asked})} distinct trainings", flush=True)
     print(
         f"[all] {len(names) - len(failed)}/{len(names)} experiments complete in {time.monotonic() - t0:.0f}s"
         + (f"; failed: {', '.join(failed)}" if failed else ""),

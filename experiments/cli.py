@@ -3,7 +3,9 @@
     python -m experiments.NAME --profile {smoke,local,paper} --executor {debug,local,slurm} \\
         --results DIR [--only GLOB] [--dry-run]
 
-Finished runs (their DONE marker) are skipped, so a re-run resumes a partial suite. `--dry-run`
+Finished runs (their DONE marker) are skipped, so a re-run resumes a partial suite. A run is
+identified by its training configuration (`prunex.launch.run_dir_for`): a run another experiment
+already trained is not trained again, only linked as `RESULTS/<experiment>/<name>`. `--dry-run`
 prints every run with its resolved Slurm parameters and submits nothing. On Slurm an experiment's
 runs go out as one job array per distinct shape (nodes x tasks), via `executor.batch()`; with the
 local and debug executors they run one after another. A failed run does not stop the others: the
@@ -37,6 +39,11 @@ def parser(name: str, doc: str | None) -> argparse.ArgumentParser:
     p.add_argument("--results", default="results")
     p.add_argument("--only", help="run only the runs whose name matches this glob")
     p.add_argument("--dry-run", action="store_true", help="print the runs and their Slurm parameters")
+    p.add_argument(
+        "--checkpoint-every-min",
+        type=float,
+        help="minutes between checkpoints (default 20; 0: at every evaluation point); not part of a run's identity",
+    )
     p.add_argument("--partition")
     p.add_argument("--account")
     p.add_argument("--time-min", type=int)
@@ -72,9 +79,13 @@ def slurm_options(args: argparse.Namespace) -> SlurmOptions:
 def execute(name: str, configs: list[RunConfig], slurm: SlurmOptions, *, echo: bool = True) -> list[tuple[str, str]]:
     """Run the configs; returns (run name, error) for every failed run."""
     failures: list[tuple[str, str]] = []
-    todo = [c for c in configs if not (run_dir_for(c) / DONE).exists()]
+    unique: dict[Path, RunConfig] = {}
+    for c in configs:  # one run per training configuration
+        unique.setdefault(run_dir_for(c), c)
+    todo = [c for d, c in unique.items() if not (d / DONE).exists()]
     if echo:
-        print(f"[{name}] {len(configs)} runs, {len(configs) - len(todo)} already done", flush=True)
+        shared = f" ({len(unique)} distinct trainings)" if len(unique) < len(configs) else ""
+        print(f"[{name}] {len(configs)} runs{shared}, {len(unique) - len(todo)} already done", flush=True)
     if todo and todo[0].executor == "slurm":
         shapes: dict[tuple[int, int], list[RunConfig]] = {}
         for c in todo:
@@ -106,6 +117,8 @@ def main(name: str, runs_fn: RunsFn, doc: str | None = None, argv: list[str] | N
     args = parser(name, doc).parse_args(argv)
     try:
         configs = resolve(name, runs_fn, args.profile, args.executor, args.results, args.only)
+        if args.checkpoint_every_min is not None:
+            configs = [dataclasses.replace(c, checkpoint_every_min=args.checkpoint_every_min) for c in configs]
         slurm = slurm_options(args)
     except (ConfigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -123,6 +136,7 @@ def main(name: str, runs_fn: RunsFn, doc: str | None = None, argv: list[str] | N
                         "topology": f"{c.nodes}x{c.procs_per_node}",
                         "executor": c.executor,
                         "params": params,
+                        "shared_run": c.shared_id,
                     },
                     sort_keys=True,
                 )

@@ -1,43 +1,118 @@
-"""Per-rank checkpoints for preemption and time limits (submitit `Checkpointable` requeues the job).
+"""Checkpoints of a run's unique state: each piece written once, by its owner, on a wall-clock cadence.
 
-Each rank saves, atomically, at every evaluation point (epoch end for the SGD methods, every outer
-iteration for ADMM): the iteration, the training wall time, its method's full state (model,
-optimizer, ADMM state, duals, penalties and masks, Top-K residuals, PacTrain masks) and its RNG
-states. A requeued job finds them, checks that they belong to the same configuration, truncates
-the part logs to the checkpointed iteration and goes on: on the CPU the final parameters and logs
-equal those of an uninterrupted run (times aside). A kill can land between two ranks' saves, so
-each rank keeps its last two checkpoints and every rank resumes from the newest iteration that all
-ranks saved (found on the shared file system: no communication). Checkpoints are read with
-`torch.load(weights_only=True)`, so they hold only tensors and plain containers. They are deleted
-when the run finishes.
+Layout of one checkpoint set, `RUN/checkpoints/it<iteration:07d>/`:
+
+- `replicated.pt`: state that is identical on every rank, written by rank 0;
+- `node<m:05d>.pt`: state identical on the ranks of node m, written by its leader;
+- `rank<r:05d>.pt`: rank r's own state, with its RNG states and training wall time, written by rank r;
+- `COMPLETE`: the manifest (iteration, reason, every file's size), written by rank 0 once all are on disk.
+
+Which state is whose is each method's `state_dict()` (`prunex.methods`): the model and optimizer of
+ddp, topk and pactrain and the global z of the ADMM methods are replicated; z_i (`z_node`) and v are
+the node's; theta, u, momentum, Top-K's error-feedback residuals, BatchNorm statistics and the RNG
+states are each rank's. At 16 x 4 this writes one copy of the replicated state instead of 64
+(`python -m prunex.bench.checkpoints` prints the bytes per method).
+
+When (`prunex.train`): at an evaluation point, once a rank's clock says `checkpoint_every_min`
+minutes have passed since the last set (0: at every evaluation point, for tests), or once a rank
+has received submitit's preemption or time-limit signal (`Preemption`). The ranks agree through the
+evaluation's AllReduce, so all of them save or none. Saving is outside the timed region: each
+owner writes its files (temp file, fsync, rename), a barrier, rank 0 writes `COMPLETE` and removes
+every other set, a second barrier; no rank's save is charged to another rank's next collective or
+`wall_s`, and only the newest complete set is kept (a kill between `COMPLETE` and the removal leaves
+two; the next save removes the older one).
+
+Resuming: the newest set whose manifest exists and whose files are all there; every rank reads
+`replicated.pt`, its node's file and its own with `torch.load(weights_only=True)` (tensors and plain
+containers only). A set of another training configuration is refused, naming the fields. On the CPU
+the resumed run ends bitwise like an uninterrupted one. The checkpoints are deleted when the run
+finishes.
 """
 
 from __future__ import annotations
 
 import io
+import json
+import os
 import random
+import re
+import shutil
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from prunex.config import RunConfig
-from prunex.log import write_atomic
+from prunex.config import OPERATIONAL, WHO_ASKED, RunConfig
+from prunex.log import write_atomic, write_json
+from prunex.topology import Topology
+
+ROLES = ("replicated", "node", "rank")
+MANIFEST = "COMPLETE"
+COMMIT_WAIT_S = 30.0  # how long rank 0 waits for the other ranks' files to appear before failing
+_SET_RE = re.compile(r"^it(\d{7})$")
+# fields that may differ between the run that wrote a checkpoint and the one resuming it: who asked,
+# how the job is operated, the executor, and the link model (rewritten at run time on a mini cluster)
+RESUME_IGNORES = WHO_ASKED + OPERATIONAL + ("executor", "link")
 
 
 class CheckpointMismatch(RuntimeError):
     """A checkpoint from another configuration."""
 
 
-def path_for(run_dir: Path, rank: int, iteration: int) -> Path:
-    return run_dir / "checkpoints" / f"rank{rank:05d}-it{iteration:07d}.pt"
+class Preempted(Exception):
+    """Raised by the trainer on every rank after the checkpoint that a preemption signal asked for."""
 
 
-def _iterations(run_dir: Path, rank: int) -> list[int]:
-    return sorted(int(p.stem.split("-it")[1]) for p in (run_dir / "checkpoints").glob(f"rank{rank:05d}-it*.pt"))
+# -- layout -----------------------------------------------------------------------------------------
+def root(run_dir: Path) -> Path:
+    return Path(run_dir) / "checkpoints"
 
 
+def set_dir(run_dir: Path, iteration: int) -> Path:
+    return root(run_dir) / f"it{iteration:07d}"
+
+
+def file_name(role: str, topo: Topology) -> str:
+    """The file `topo`'s rank writes for `role`."""
+    return {"replicated": "replicated.pt", "node": f"node{topo.node:05d}.pt", "rank": f"rank{topo.rank:05d}.pt"}[role]
+
+
+def owned_roles(topo: Topology) -> list[str]:
+    """The roles whose file this rank writes: replicated on rank 0, node on leaders, rank everywhere."""
+    return [r for r, mine in zip(ROLES, (topo.rank == 0, topo.is_leader, True), strict=True) if mine]
+
+
+def expected_files(nodes: int, procs_per_node: int) -> list[str]:
+    """Every file of a complete set of an M x P run."""
+    return (
+        ["replicated.pt"]
+        + [f"node{m:05d}.pt" for m in range(nodes)]
+        + [f"rank{r:05d}.pt" for r in range(nodes * procs_per_node)]
+    )
+
+
+def newest_complete(run_dir: Path) -> Path | None:
+    """The newest checkpoint set with a manifest whose files are all present, or None."""
+    base = root(run_dir)
+    if not base.is_dir():
+        return None
+    sets = sorted((p for p in base.iterdir() if _SET_RE.match(p.name)), key=lambda p: p.name, reverse=True)
+    for d in sets:
+        try:
+            manifest = json.loads((d / MANIFEST).read_text())
+        except (OSError, ValueError):
+            continue
+        if all((d / name).is_file() for name in manifest.get("files", {})):
+            return d
+    return None
+
+
+# -- RNG --------------------------------------------------------------------------------------------
 def rng_state() -> dict[str, Any]:
     kind, keys, pos, has_gauss, cached = np.random.get_state()
     state = {
@@ -65,28 +140,194 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def save(run_dir: Path, rank: int, config: RunConfig, iteration: int, wall: float, method_state: dict) -> None:
+# -- saving -----------------------------------------------------------------------------------------
+@dataclass
+class SaveStats:
+    """What this rank wrote for one checkpoint set (logged to the run's `checkpoints` table)."""
+
+    iteration: int
+    reason: str
+    files: int
+    bytes: int
+    write_s: float
+
+
+def _serialise(obj: dict[str, Any]) -> bytes:
     buf = io.BytesIO()
-    torch.save(
-        {"config": config.to_dict(), "iteration": iteration, "wall": wall, "method": method_state, "rng": rng_state()},
-        buf,
-    )
-    write_atomic(path_for(run_dir, rank, iteration), buf.getvalue())
-    for old in _iterations(run_dir, rank)[:-2]:
-        path_for(run_dir, rank, old).unlink(missing_ok=True)
+    torch.save(obj, buf)
+    return buf.getvalue()
 
 
-def load(run_dir: Path, rank: int, config: RunConfig, device: torch.device) -> dict[str, Any] | None:
-    """This rank's checkpoint of the newest iteration every rank saved, or None; a checkpoint of
-    another configuration is refused."""
-    common = set(_iterations(run_dir, 0))
-    for r in range(1, config.world_size):
-        common &= set(_iterations(run_dir, r))
-    if not common:
+def write_own(
+    run_dir: Path, topo: Topology, config: RunConfig, iteration: int, wall: float, state: dict[str, dict], reason: str
+) -> SaveStats:
+    """Write this rank's files of the set of `iteration` (no communication).
+
+    `state` maps each role to its part of the method's state (`Method.state_dict()`); the rank file
+    also holds the RNG states and this rank's training wall time.
+    """
+    t0 = time.perf_counter()
+    missing = set(ROLES) - set(state)
+    if missing:
+        raise ValueError(f"method state without the roles {sorted(missing)}")
+    d = set_dir(run_dir, iteration)
+    head = {"config": config.to_dict(), "iteration": iteration, "reason": reason}
+    written = 0
+    roles = owned_roles(topo)
+    for role in roles:
+        obj = {**head, "role": role, "state": state[role]}
+        if role == "rank":
+            obj.update(wall=wall, rng=rng_state())
+        data = _serialise(obj)
+        write_atomic(d / file_name(role, topo), data)
+        written += len(data)
+    return SaveStats(iteration, reason, len(roles), written, time.perf_counter() - t0)
+
+
+def commit(run_dir: Path, topo: Topology, iteration: int, reason: str) -> dict[str, Any]:
+    """On rank 0, once every rank has written its files: the manifest, then drop every other set."""
+    d = set_dir(run_dir, iteration)
+    expected = expected_files(topo.nodes, topo.procs_per_node)
+    deadline = time.monotonic() + COMMIT_WAIT_S
+    while absent := [n for n in expected if not (d / n).is_file()]:
+        if time.monotonic() > deadline:  # a barrier came before: the file system lost writes
+            raise RuntimeError(f"checkpoint {d} is missing {', '.join(absent)} after every rank wrote it")
+        time.sleep(0.5)  # a shared file system may show another node's new file a moment late
+    manifest = {
+        "iteration": iteration,
+        "reason": reason,
+        "nodes": topo.nodes,
+        "procs_per_node": topo.procs_per_node,
+        "files": {n: (d / n).stat().st_size for n in expected},
+        "written": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    write_json(d / MANIFEST, manifest)
+    for other in root(run_dir).iterdir():
+        if other != d and other.is_dir():
+            shutil.rmtree(other, ignore_errors=True)
+    return manifest
+
+
+def save(
+    run_dir: Path,
+    topo: Topology,
+    config: RunConfig,
+    iteration: int,
+    wall: float,
+    state: dict[str, dict],
+    barrier: Callable[[], None],
+    reason: str,
+    after_write: Callable[[SaveStats], Any] | None = None,
+) -> tuple[SaveStats, dict[str, Any] | None]:
+    """Collective: every rank calls it at the same iteration. Writes this rank's files (then
+    `after_write`, e.g. logging them), waits for all, rank 0 commits the set, and a last barrier lets
+    every rank start the next iteration together. Returns this rank's stats and, on rank 0, the manifest."""
+    stats = write_own(run_dir, topo, config, iteration, wall, state, reason)
+    if after_write is not None:
+        after_write(stats)
+    barrier()
+    manifest = commit(run_dir, topo, iteration, reason) if topo.rank == 0 else None
+    barrier()
+    return stats, manifest
+
+
+# -- loading ----------------------------------------------------------------------------------------
+def load(run_dir: Path, topo: Topology, config: RunConfig, device: torch.device) -> dict[str, Any] | None:
+    """This rank's view of the newest complete set, or None: `iteration`, `wall`, `rng`, `reason` and
+    `method` (role -> state, for `Method.load_state_dict`). A set of another configuration is refused."""
+    d = newest_complete(run_dir)
+    if d is None:
         return None
-    path = path_for(run_dir, rank, max(common))
-    state = torch.load(path, map_location=device, weights_only=True)
-    differ = config.diff(RunConfig.from_dict(state["config"]), ignore=("executor", "results", "link"))
-    if differ:
-        raise CheckpointMismatch(f"{path} belongs to another configuration: fields {', '.join(differ)} differ")
-    return state
+    method: dict[str, Any] = {}
+    own: dict[str, Any] = {}
+    for role in ROLES:
+        path = d / file_name(role, topo)
+        obj = torch.load(path, map_location=device, weights_only=True)
+        differ = config.diff(RunConfig.from_dict(obj["config"]), ignore=RESUME_IGNORES)
+        if differ:
+            raise CheckpointMismatch(f"{path} belongs to another configuration: fields {', '.join(differ)} differ")
+        method[role] = obj["state"]
+        if role == "rank":
+            own = obj
+    return {
+        "iteration": own["iteration"],
+        "wall": own["wall"],
+        "rng": own["rng"],
+        "reason": own["reason"],
+        "method": method,
+    }
+
+
+# -- when -------------------------------------------------------------------------------------------
+class Cadence:
+    """The wall-clock cadence of checkpoints: due once `every_min` minutes have passed since the
+    start or the last checkpoint (0: always due)."""
+
+    def __init__(self, every_min: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.every_s = every_min * 60.0
+        self.clock = clock
+        self.last = clock()
+
+    def due(self) -> bool:
+        return self.clock() - self.last >= self.every_s
+
+    def reset(self) -> None:
+        self.last = self.clock()
+
+
+class Preemption:
+    """submitit's preemption / time-limit signal, deferred to the trainer's next evaluation point.
+
+    submitit's own handler (rank 0 calls the job's `checkpoint()`, requeues the job and exits) would
+    act in the middle of an iteration. `install()` puts this handler in its place: it only notes the
+    signal; the trainer reads `requested()` at each evaluation point, saves a checkpoint with every
+    rank, raises `Preempted`, and the job then calls `hand_over()`, which runs submitit's handler.
+    Slurm sends the signal (`--signal=USR2@90`, submitit's default) to every task; one rank having
+    it is enough, since the ranks vote. If the next evaluation point is further away than the
+    signal's lead time, the job ends at its time limit and resumes from the last clock checkpoint.
+    """
+
+    _active: Preemption | None = None
+
+    def __init__(self, signum: int, previous: Callable[..., Any]) -> None:
+        self.signum, self.previous = signum, previous
+        self.received = False
+
+    @classmethod
+    def install(cls) -> Preemption | None:
+        """Wrap submitit's handler of its preemption signal; None outside a submitit job."""
+        from submitit import JobEnvironment
+
+        signum = getattr(signal, "SIG" + JobEnvironment.USR_SIG, None)
+        previous = signal.getsignal(signum) if signum is not None else None
+        if not callable(previous):  # no submitit handler (debug executor, torchrun): nothing to defer
+            return None
+        hook = cls(signum, previous)
+        signal.signal(signum, hook._on_signal)
+        cls._active = hook
+        return hook
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self.received = True  # only a flag: the handler runs between two bytecodes of the training loop
+
+    def uninstall(self) -> None:
+        """Put submitit's handler back."""
+        signal.signal(self.signum, self.previous)
+        if Preemption._active is self:
+            Preemption._active = None
+
+    def hand_over(self) -> None:
+        """Run submitit's handler now: on rank 0 it requeues the job and exits."""
+        self.uninstall()
+        self.previous(self.signum, None)
+
+    @classmethod
+    def requested(cls) -> bool:
+        return cls._active is not None and cls._active.received
+
+
+def inject_signal_for_tests() -> None:
+    """Fault injection (tests): send this process submitit's preemption signal, as Slurm would."""
+    from submitit import JobEnvironment
+
+    os.kill(os.getpid(), getattr(signal, "SIG" + JobEnvironment.USR_SIG))

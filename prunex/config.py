@@ -12,6 +12,8 @@ clear error before any process is started.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import math
 import re
 from dataclasses import dataclass, field, fields
@@ -27,6 +29,14 @@ DATASET_NAMES = ("cifar10", "digits")
 EXECUTOR_NAMES = ("debug", "local", "slurm")
 LINK_MODELS = ("none", "alpha-beta", "netns-tc")
 MOMENTUM_POLICIES = ("carry", "reset")
+SHARED_RUNS_DIR = "runs"  # RESULTS/runs/<shared id>: every run, once; experiments link to it
+
+# Run identity. Two configs that differ only in these fields ask for the same training, so they share
+# one run directory (`prunex.launch.run_dir_for`): which experiment asked and what it calls the run,
+# where results go, and how the job is operated (checkpoint cadence, collective timeout), none of
+# which changes what is computed or logged.
+WHO_ASKED = ("experiment", "name", "results")
+OPERATIONAL = ("checkpoint_every_min", "collective_timeout_s")
 
 
 # Defaults that depend on the dataset. CIFAR-10: the paper's sec. 5.1.5 (batch 128 per GPU, SGD
@@ -203,6 +213,8 @@ class RunConfig:
     num_workers: int = 0  # DataLoader workers per process
     train_subset: int = 0  # use only the first n training images (0: all); for smoke runs
     collective_timeout_s: float = 300.0  # every process group; a dead rank ends the job by then
+    # wall-clock minutes between checkpoints, taken at the next evaluation point (0: at every one)
+    checkpoint_every_min: float = 20.0
     admm: ADMMConfig = field(default_factory=ADMMConfig)
     topk: TopKConfig = field(default_factory=TopKConfig)
     pactrain: PacTrainConfig = field(default_factory=PacTrainConfig)
@@ -251,7 +263,11 @@ class RunConfig:
             raise ConfigError(f"num_workers must be >= 0, got {self.num_workers}")
         if not self.collective_timeout_s > 0:
             raise ConfigError(f"collective timeout must be > 0 s, got {self.collective_timeout_s}")
+        if not (self.checkpoint_every_min >= 0 and math.isfinite(self.checkpoint_every_min)):
+            raise ConfigError(f"checkpoint cadence must be >= 0 minutes, got {self.checkpoint_every_min}")
         check_name(self.experiment, "experiment name")
+        if self.experiment == SHARED_RUNS_DIR:
+            raise ConfigError(f"experiment name {SHARED_RUNS_DIR!r} is reserved for the shared run directories")
         check_name(self.profile, "profile name")
         if self.name:
             check_name(self.name)
@@ -275,6 +291,20 @@ class RunConfig:
     def run_id(self) -> str:
         """Unique within an experiment directory: the run's name (already validated)."""
         return self.name
+
+    def training_dict(self) -> dict[str, Any]:
+        """The resolved training configuration: everything but `WHO_ASKED` and `OPERATIONAL`."""
+        return {k: v for k, v in self.to_dict().items() if k not in WHO_ASKED + OPERATIONAL}
+
+    def training_key(self) -> str:
+        """12 hex digits of the SHA-256 of `training_dict()` (canonical JSON): equal for equal trainings."""
+        canonical = json.dumps(self.training_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+    @property
+    def shared_id(self) -> str:
+        """The name of the run's directory under RESULTS/runs: readable prefix, then the training key."""
+        return f"{self.default_name()}-{self.training_key()}"
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

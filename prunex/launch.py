@@ -11,6 +11,12 @@
 
 Each task runs `TrainJob`, which exports torch.distributed's env:// variables with
 `submitit.helpers.TorchDistributedEnvironment` and calls `prunex.train.train`.
+
+Run identity: a run lives in `RESULTS/runs/<shared id>` (`run_dir_for`), named by its resolved
+training configuration (`RunConfig.shared_id`), not by the experiment that asks for it. Each
+experiment refers to it as `RESULTS/<experiment>/<name>`, a relative symbolic link made by
+`preflight` (`link_run`), so two experiments asking for the same training share one run, trained
+once, and the analysis finds it under either name.
 """
 
 from __future__ import annotations
@@ -21,13 +27,15 @@ import shutil
 import socket
 import sys
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import submitit
 
-from prunex.config import ConfigError, RunConfig
+from prunex import checkpoint
+from prunex.config import SHARED_RUNS_DIR, ConfigError, RunConfig
 from prunex.log import DONE
 from prunex.minicluster.helpers import adapt_slurm_params, export_torch_env
 
@@ -87,7 +95,37 @@ def make_executor(config: RunConfig, folder: str | Path, slurm: SlurmOptions | N
 
 
 def run_dir_for(config: RunConfig) -> Path:
+    """The run's directory: one per training configuration, shared by every experiment asking for it."""
+    return Path(config.results).resolve() / SHARED_RUNS_DIR / config.shared_id
+
+
+def experiment_path(config: RunConfig) -> Path:
+    """Where the asking experiment finds the run: `RESULTS/<experiment>/<name>`, a link to `run_dir_for`."""
     return Path(config.results).resolve() / config.experiment / config.run_id
+
+
+def link_run(config: RunConfig) -> Path:
+    """Make (or repoint) the experiment's relative link to the run directory; returns the link.
+
+    A link to another run (the experiment now asks for a different training) is replaced
+    atomically; the old run stays under RESULTS/runs. A real directory there is a run of the layout
+    before shared runs: it is left alone and refused with one line.
+    """
+    link, target = experiment_path(config), run_dir_for(config)
+    rel = Path(os.path.relpath(target, link.parent))
+    if link.is_symlink():
+        if Path(os.readlink(link)) == rel:
+            return link
+    elif link.exists():
+        raise ConfigError(
+            f"{link} is a run directory of the layout before shared runs (RESULTS/{SHARED_RUNS_DIR}/...): "
+            "move it away or use another --results"
+        )
+    link.parent.mkdir(parents=True, exist_ok=True)
+    tmp = link.parent / f".{link.name}.{uuid.uuid4().hex[:8]}.link"
+    os.symlink(rel, tmp)
+    os.replace(tmp, link)
+    return link
 
 
 def _resolves(host: str) -> bool:
@@ -99,7 +137,14 @@ def _resolves(host: str) -> bool:
 
 
 class TrainJob(submitit.helpers.Checkpointable):
-    """What each task of a submitted job runs."""
+    """What each task of a submitted job runs.
+
+    Preemption and time limits: submitit's signal (USR2 by default, `--signal=USR2@90` on Slurm)
+    is deferred (`checkpoint.Preemption`): the ranks agree at the next evaluation point, write a
+    checkpoint there and stop; then submitit's own handler runs on rank 0 (it calls `checkpoint()`,
+    the inherited one: the same job with the same arguments, and requeues it), and every other rank
+    exits as submitit's handler makes rank 0 exit. The requeued job resumes from that checkpoint.
+    """
 
     def __init__(self, config: RunConfig, run_dir: str) -> None:
         self.config, self.run_dir = config, run_dir
@@ -112,11 +157,22 @@ class TrainJob(submitit.helpers.Checkpointable):
             os.environ["MASTER_ADDR"] = os.environ["SLURM_LAUNCH_NODE_IPADDR"]
         from prunex.train import train
 
-        return str(train(self.config, self.run_dir))
+        preemption = checkpoint.Preemption.install()
+        try:
+            return str(train(self.config, self.run_dir))
+        except checkpoint.Preempted:
+            if preemption is None:
+                raise
+            preemption.hand_over()  # rank 0: submitit requeues and exits; the others exit here
+            sys.exit(-1)
+        finally:
+            if preemption is not None:
+                preemption.uninstall()  # submitit's handler back in place (a no-op after hand_over)
 
 
 def preflight(config: RunConfig) -> Path:
-    """Checks that need the file system, before anything is launched. Returns the run dir."""
+    """Checks that need the file system, before anything is launched; links the asking experiment
+    to the run (`link_run`). Returns the run dir."""
     from prunex.data import DatasetMissing, load_dataset
 
     run_dir = run_dir_for(config)
@@ -127,6 +183,7 @@ def preflight(config: RunConfig) -> Path:
         probe.unlink()
     except OSError as e:
         raise ConfigError(f"results path {config.results!r} is not writable: {e.strerror}") from None
+    link_run(config)
     try:
         load_dataset(config.dataset, config.data_root, train=False)  # also makes digits once
     except DatasetMissing as e:
@@ -135,12 +192,12 @@ def preflight(config: RunConfig) -> Path:
 
 
 def prepare(config: RunConfig) -> Path | None:
-    """Preflight a run; None if already done. An unfinished earlier attempt with checkpoints is
-    resumed by the trainer; without checkpoints its leftovers are cleared."""
+    """Preflight a run; None if already done. An unfinished earlier attempt with a complete checkpoint
+    set is resumed by the trainer; without one its leftovers are cleared."""
     run_dir = preflight(config)
     if (run_dir / DONE).exists():
         return None
-    if any((run_dir / "checkpoints").glob("rank*-it*.pt")):
+    if checkpoint.newest_complete(run_dir) is not None:
         return run_dir
     for stale in ("parts", "steps.parquet", "comm.parquet"):
         path = run_dir / stale

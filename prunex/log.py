@@ -302,12 +302,13 @@ SAVED_FILES = ("config.json", "meta.json", DONE)
 
 def export_logs(src: str | Path, dst: str | Path) -> int:
     """Copy the finished logs of every run under `src` (json, merged parquet tables, DONE; not the
-    per-rank parts, checkpoints or submitit files) to `dst`. Returns the number of runs copied."""
+    per-rank parts, checkpoints or submitit files) to `dst`, and the experiments' links to them
+    (`RESULTS/<experiment>/<name>` -> `../runs/<shared id>`). Returns the number of runs copied."""
     import shutil
 
     src, dst = Path(src), Path(dst)
     count = 0
-    for done in sorted(src.rglob(DONE)):
+    for done in sorted(src.rglob(DONE)):  # rglob does not follow the experiments' links: each run once
         run = done.parent
         target = dst / run.relative_to(src)
         target.mkdir(parents=True, exist_ok=True)
@@ -319,6 +320,13 @@ def export_logs(src: str | Path, dst: str | Path) -> int:
             if f.exists():
                 shutil.copy2(f, target / f.name)
         count += 1
+    for link in sorted(p for p in src.glob("*/*") if p.is_symlink()):
+        if (link / DONE).exists():
+            new = dst / link.relative_to(src)
+            new.parent.mkdir(parents=True, exist_ok=True)
+            if new.is_symlink():
+                new.unlink()
+            os.symlink(os.readlink(link), new)
     return count
 
 

@@ -27,7 +27,7 @@ from prunex.config import (
     RunConfig,
     TopKConfig,
 )
-from prunex.launch import SlurmOptions, launch
+from prunex.launch import SlurmOptions, experiment_path, launch
 from prunex.lock import LockHeld, results_lock
 
 # command-line option -> (nested config, field)
@@ -90,6 +90,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--num-workers", type=int)
     p.add_argument("--train-subset", type=int, help="use only the first n training images")
     p.add_argument("--collective-timeout-s", type=float)
+    p.add_argument(
+        "--checkpoint-every-min",
+        type=float,
+        help="minutes between checkpoints, taken at the next evaluation point (default 20; 0: at every one)",
+    )
     g = p.add_argument_group("method options")
     for opt in (
         "iterations",
@@ -176,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     except RuntimeError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    print(f"logs: {run_dir}")
+    print(f"logs: {experiment_path(config)} -> {run_dir}")
     return 0
 
 

@@ -1,24 +1,31 @@
-"""The per-rank training loop shared by every method: set-up, iterations, evaluation, logs.
+"""The per-rank training loop shared by every method: set-up, iterations, evaluation, checkpoints, logs.
 
 `train(config, run_dir)` runs in each of the job's processes (started by `prunex.launch` under
-submitit, or by torchrun). Evaluation: every rank evaluates `method.eval_model()` on the whole
-held-out split (no communication, so no rank waits on another); rank 0's accuracy is logged.
-`wall_s` counts training time only: evaluation time is excluded.
+submitit, or by torchrun). `wall_s` counts training time only: evaluation and checkpoints are
+outside the timed region.
 
-Before evaluating, the BatchNorm statistics of a copy of the evaluated model are re-estimated on
-`bn_batches` mini-batches of the rank's own shard (cumulative average, "precise BN"), for every
-method alike. The consensus model of ADMM and a freshly pruned model have no running statistics
-of their own, and at the learning rates of short CPU runs even DDP's running averages lag the
-weights; without this, accuracy measures stale statistics rather than the weights. (So the ADMM
-engines do not send BatchNorm statistics at all unless `bn_batches` is 0: `RunConfig.averages_bn_stats`.)
-`final_model.pt` is rank 0's last evaluated model, statistics as evaluated.
+Evaluation (`prunex.evaluation`): at each evaluation point the ranks re-estimate the BatchNorm
+statistics of a copy of `method.eval_model()` on their own shards, average them (one AllReduce),
+evaluate their slices of the held-out split and add (correct, count) with one AllReduce; every rank
+logs the same accuracy. The AllReduce also carries two votes per rank: "my checkpoint clock is due"
+(`checkpoint_every_min` minutes since the last set; 0: always) and "I received submitit's preemption
+signal". Any vote makes every rank save a checkpoint set there (`prunex.checkpoint`); a preemption
+vote then ends the job with `checkpoint.Preempted` (`prunex.launch.TrainJob` requeues it). The last
+iteration needs no checkpoint: the run finishes instead. Evaluation traffic goes to the `eval_comm`
+table, evaluation timings to `evaluation`, each checkpoint set to `checkpoints`.
+
+The ADMM engines do not send BatchNorm statistics at all unless `bn_batches` is 0
+(`RunConfig.averages_bn_stats`): evaluation re-estimates them. `final_model.pt` is the last evaluated
+model, statistics as evaluated.
 
 `meta.json` records the first attempt; a requeued or relaunched attempt writes `meta.attempt<k>.json`
 (`prunex.log.write_meta`), so no attempt's record is overwritten.
 
-Fault injection (tests/faults): with ``PRUNEX_FAULT_NAN_AT=K`` in its environment, rank 0 fills
-one parameter of its training model with NaN at the start of iteration K, so the divergence check
-(`prunex.methods.base.check_finite`) meets a NaN loss through the ordinary training path.
+Fault injection (tests/faults, tests/test_resume.py): with ``PRUNEX_FAULT_NAN_AT=K`` in its
+environment, rank 0 fills one parameter of its training model with NaN at the start of iteration K,
+so the divergence check (`prunex.methods.base.check_finite`) meets a NaN loss through the ordinary
+training path; with ``PRUNEX_FAULT_PREEMPT_AT=K``, the last rank sends itself submitit's preemption
+signal at the start of iteration K, as Slurm does before a time limit.
 """
 
 from __future__ import annotations
@@ -33,8 +40,8 @@ import random
 import shutil
 import sys
 import time
-from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -46,55 +53,13 @@ from prunex import checkpoint
 from prunex.comm import Comm
 from prunex.config import RunConfig
 from prunex.data import load_dataset
+from prunex.evaluation import average_bn, combine, count_correct, held_out_slice, recalibrate_bn
 from prunex.log import RunLog, collect_meta, merge_parts, write_atomic, write_json, write_meta
 from prunex.methods import method_class
 from prunex.methods.base import Context, Method
 from prunex.minicluster.wire import LINK_MODEL, link_model_active, read_counters
 from prunex.models import build_model
 from prunex.topology import backend_for, build_groups, device_for, discover, init_distributed
-
-
-@torch.no_grad()
-def recalibrate_bn(model: nn.Module, batches: Iterable, max_batches: int, device: torch.device) -> nn.Module:
-    """Re-estimate the BatchNorm statistics of `model` (in place) from up to `max_batches` batches."""
-    bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
-    if not bns or max_batches == 0:
-        return model
-    saved = [m.momentum for m in bns]
-    for m in bns:
-        m.reset_running_stats()
-        m.momentum = None  # cumulative moving average
-    was_training = model.training
-    model.train()
-    for i, (x, _) in enumerate(batches):
-        if i >= max_batches:
-            break
-        model(x.to(device, non_blocking=True))
-    for m, mom in zip(bns, saved, strict=True):
-        m.momentum = mom
-    model.train(was_training)
-    return model
-
-
-def evaluated_model(method: Method, config: RunConfig, device: torch.device) -> nn.Module:
-    """A copy of the method's evaluated model with its BatchNorm statistics re-estimated on this rank's
-    shard (`bn_batches`; none re-estimated with 0): what is evaluated, and what `final_model.pt` holds."""
-    model = copy.deepcopy(method.eval_model())
-    return recalibrate_bn(model, method.loader, config.bn_batches, device)
-
-
-@torch.no_grad()
-def evaluate(model: nn.Module, loader: DataLoader, device: torch.device) -> float:
-    """Top-1 accuracy in [0, 1]."""
-    was_training = model.training
-    model.eval()
-    correct = total = 0
-    for x, y in loader:
-        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-        correct += (model(x).argmax(1) == y).sum().item()
-        total += y.numel()
-    model.train(was_training)
-    return correct / max(total, 1)
 
 
 def _set_threads(world_on_machine: int) -> None:
@@ -125,6 +90,32 @@ def train(config: RunConfig, run_dir: str | Path) -> Path:
             dist.destroy_process_group()
 
 
+def _evaluate(
+    method: Method, config: RunConfig, comm: Comm, device: torch.device, loader: DataLoader, k: int, votes: list[int]
+) -> tuple[float, list[int], dict[str, Any], nn.Module]:
+    """Sharded evaluation of one model (module docstring); returns the accuracy, the summed votes,
+    this rank's `evaluation` row and the evaluated model (what `final_model.pt` holds)."""
+    t0 = time.perf_counter()
+    model_copy = copy.deepcopy(method.eval_model())
+    recalibrate_bn(model_copy, method.loader, config.bn_batches, device)
+    average_bn(model_copy, comm)
+    t1 = time.perf_counter()
+    correct, count = count_correct(model_copy, loader, device)
+    t2 = time.perf_counter()
+    acc, images, summed = combine(comm, correct, count, votes)
+    row = {
+        "iteration": k,
+        "rank": comm.topo.rank,
+        "images": count,
+        "correct": correct,
+        "total_images": images,
+        "bn_s": t1 - t0,
+        "eval_s": t2 - t1,
+        "combine_s": time.perf_counter() - t2,
+    }
+    return acc, summed, row, model_copy
+
+
 def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path:
     groups = build_groups(topo, config.collective_timeout_s)
     if config.link.model == "none" and link_model_active():
@@ -144,7 +135,8 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
     train_set = load_dataset(config.dataset, config.data_root, train=True)
     if config.train_subset:
         train_set = Subset(train_set, range(min(config.train_subset, len(train_set))))
-    test_loader = DataLoader(load_dataset(config.dataset, config.data_root, train=False), batch_size=256, num_workers=0)
+    test_set = load_dataset(config.dataset, config.data_root, train=False)
+    test_loader = DataLoader(held_out_slice(test_set, topo.rank, topo.world_size), batch_size=256, num_workers=0)
     # Kernel-counted bytes on the node's link (mini cluster only): node leaders sample their
     # namespace's interface before the method is built (DDP broadcasts then) and after each iteration.
     wire_last = read_counters() if topo.is_leader else None
@@ -153,7 +145,7 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
 
     total = method.num_iterations
     wall, start = 0.0, 0
-    resumed = checkpoint.load(run_dir, topo.rank, config, device)
+    resumed = checkpoint.load(run_dir, topo, config, device)
     if resumed is not None:  # a requeued job: go on from the last checkpoint
         method.load_state_dict(resumed["method"])
         checkpoint.set_rng_state(resumed["rng"])
@@ -161,13 +153,17 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
         log.load_existing(resumed["iteration"])
         if topo.rank == 0:
             print(f"[{config.name}] resumed after iteration {start - 1} ({start}/{total} done)", flush=True)
+    cadence = checkpoint.Cadence(config.checkpoint_every_min)
     k, test_acc, evaluated = start - 1, float("nan"), None
     nan_at = int(os.environ.get("PRUNEX_FAULT_NAN_AT", "-1"))
+    preempt_at = int(os.environ.get("PRUNEX_FAULT_PREEMPT_AT", "-1"))
     for k in range(start, total):
         comm.iteration = k
         if k == nan_at and topo.rank == 0:
             with torch.no_grad():
                 next(ctx.model.parameters()).fill_(float("nan"))
+        if k == preempt_at and topo.rank == topo.world_size - 1:
+            checkpoint.inject_signal_for_tests()
         t0 = time.perf_counter()
         try:
             result = method.train_iteration(k)
@@ -181,10 +177,28 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
         wall += iter_s
         records = comm.drain()
         comm_s = sum(r["seconds"] for r in records if r["iteration"] == k)
-        test_acc = float("nan")
+        last = k + 1 == total or method.finished
+        test_acc, reason = float("nan"), None
         if result.evaluate:
-            evaluated = evaluated_model(method, config, device)
-            test_acc = evaluate(evaluated, test_loader, device)
+            inter_before = comm.job_inter_bytes  # evaluation traffic is not training traffic
+            votes = [int(cadence.due()), int(checkpoint.Preemption.requested())]
+            try:
+                test_acc, (clock_votes, preempt_votes), row, evaluated = _evaluate(
+                    method, config, comm, device, test_loader, k, votes
+                )
+            except Exception as e:  # as for training: name the rank, the iteration and the phase
+                raise RuntimeError(
+                    f"rank {topo.rank} (node {topo.node}) failed in iteration {k} during the evaluation"
+                    f"{f' ({comm.current} collective)' if comm.current else ''}: {type(e).__name__}: "
+                    f"{str(e).splitlines()[0] if str(e) else ''}"
+                ) from e
+            log.append("evaluation", [row])
+            log.append("eval_comm", comm.drain())
+            comm.job_inter_bytes = inter_before
+            if preempt_votes and not last:
+                reason = "preemption signal"
+            elif clock_votes and not last:
+                reason = "every evaluation" if config.checkpoint_every_min == 0 else "clock"
         log.append("comm", records)
         if wire_last is not None:
             now = read_counters()
@@ -216,25 +230,49 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
                 }
             ],
         )
-        if result.evaluate or k + 1 == total or method.finished:
+        if result.evaluate or last:
             log.flush()
-            checkpoint.save(run_dir, topo.rank, config, k, wall, method.state_dict())
+            note = ""
+            if reason is not None:
+
+                def logged(stats: checkpoint.SaveStats) -> None:  # before the barrier: on disk with the set
+                    log.append("checkpoints", [_checkpoint_row(stats, topo)])
+                    log.flush()
+
+                _, manifest = checkpoint.save(
+                    run_dir,
+                    topo,
+                    config,
+                    k,
+                    wall,
+                    method.state_dict(),
+                    barrier=lambda: dist.barrier(group=groups.flat),  # control messages, not logged
+                    reason=reason,
+                    after_write=logged,
+                )
+                cadence.reset()
+                if manifest is not None:
+                    note = f" checkpoint ({reason}) {sum(manifest['files'].values()) / 1e6:.1f} MB"
             if topo.rank == 0:
                 acc = "" if math.isnan(test_acc) else f" acc {100 * test_acc:5.1f}%"
                 print(
                     f"[{config.name}] iteration {k + 1}/{total} epoch {result.epoch:.2f} "
                     f"loss {result.train_loss:.4f}{acc} inter-node {comm.job_inter_bytes / 1e6:.1f} MB "
-                    f"wall {wall:.1f}s",
+                    f"wall {wall:.1f}s{note}",
                     flush=True,
                 )
+            if reason == "preemption signal":
+                raise checkpoint.Preempted(f"preempted: checkpoint after iteration {k} saved, the job is requeued")
         if method.finished:
             break
     log.flush()
     dist.barrier(group=groups.flat)  # every rank's parts are on disk (a control message, not logged)
     if topo.rank == 0:
-        # the trained model as it was evaluated (ADMM: the masked consensus z; BatchNorm statistics
-        # re-estimated as for evaluation), loadable with weights_only=True
-        final = evaluated if evaluated is not None else evaluated_model(method, config, device)
+        # the trained model as it was last evaluated (ADMM: the masked consensus z; BatchNorm statistics
+        # re-estimated as for evaluation), loadable with weights_only=True. Every method evaluates after
+        # its last iteration, so the fallback (the model without re-estimated statistics) is for a run
+        # resumed after its last evaluation only.
+        final = evaluated if evaluated is not None else method.eval_model()
         buf = io.BytesIO()
         torch.save(final.state_dict(), buf)
         write_atomic(run_dir / "final_model.pt", buf.getvalue())
@@ -243,6 +281,18 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
         summary = {"iterations": k + 1, "wall_s": wall, "final_test_acc": test_acc}
         print(f"[{config.name}] done: {json.dumps(summary)}", flush=True)
     return run_dir
+
+
+def _checkpoint_row(stats: checkpoint.SaveStats, topo) -> dict[str, Any]:
+    return {
+        "iteration": stats.iteration,
+        "rank": topo.rank,
+        "node": topo.node,
+        "reason": stats.reason,
+        "files": stats.files,
+        "bytes": stats.bytes,
+        "write_s": stats.write_s,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

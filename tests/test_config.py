@@ -79,6 +79,8 @@ def test_round_trip_and_diff() -> None:
         (["--method", "ddp", "--name", "../../x"], "invalid run name"),
         (["--method", "hsadmm", "--freeze-iteration", "0"], "freeze_iteration must be >= 1"),
         (["--method", "hsadmm", "--momentum-policy", "sometimes"], "momentum_policy must be one of"),
+        (["--method", "ddp", "--checkpoint-every-min", "-1"], "checkpoint cadence must be >= 0"),
+        (["--method", "ddp", "--experiment", "runs"], "reserved for the shared run directories"),
     ],
 )
 def test_cli_rejects_before_launch(tmp_path: Path, args: list[str], message: str, capsys) -> None:
@@ -87,6 +89,16 @@ def test_cli_rejects_before_launch(tmp_path: Path, args: list[str], message: str
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], lines
     assert not results.exists()  # nothing launched, nothing written
+
+
+def test_cli_refuses_a_run_directory_of_the_layout_before_shared_runs(tmp_path: Path, capsys) -> None:
+    old = tmp_path / "r" / "adhoc" / "old"
+    old.mkdir(parents=True)
+    (old / "config.json").write_text("{}")
+    assert run_main(["--method", "ddp", "--name", "old", "--results", str(tmp_path / "r")]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "layout before shared runs" in lines[0], lines
+    assert (old / "config.json").read_text() == "{}"  # left alone
 
 
 def test_cli_missing_dataset_and_unwritable_results(tmp_path: Path, capsys) -> None:

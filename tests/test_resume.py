@@ -1,4 +1,6 @@
-"""A run killed mid-way resumes from its checkpoints and ends exactly like an uninterrupted run."""
+"""A run killed mid-way resumes from its checkpoints and ends exactly like an uninterrupted run; so does
+one that submitit's preemption signal stops: it checkpoints at the next evaluation point, is requeued
+and resumes. Checkpoints come on the clock, not at every evaluation point."""
 
 import json
 import os
@@ -11,6 +13,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+
+from prunex import checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
@@ -41,15 +45,18 @@ ARGS = [
 ]
 
 
-def _run(results: Path, kill_after_iteration: int | None = None) -> subprocess.CompletedProcess | None:
-    cmd = [sys.executable, "-m", "prunex.run", *ARGS, "--executor", "local", "--results", str(results)]
+def _run(
+    results: Path, *extra: str, kill_after_iteration: int | None = None, env: dict | None = None
+) -> subprocess.CompletedProcess | None:
+    cmd = [sys.executable, "-m", "prunex.run", *ARGS, *extra, "--executor", "local", "--results", str(results)]
+    env = dict(os.environ, **(env or {}))
     if kill_after_iteration is None:
-        return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, check=True)
+        return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, check=True, env=env)
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    ckpts = results / "adhoc" / "resume" / "checkpoints"
+    complete = results / "adhoc" / "resume" / "checkpoints" / f"it{kill_after_iteration:07d}" / "COMPLETE"
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:
-        if any(ckpts.glob(f"rank00000-it{kill_after_iteration:07d}.pt")):
+        if complete.exists():
             break
         assert proc.poll() is None, "the run finished before it could be interrupted"
         time.sleep(0.05)
@@ -58,14 +65,34 @@ def _run(results: Path, kill_after_iteration: int | None = None) -> subprocess.C
     return None
 
 
-def test_killed_run_resumes_to_the_same_result(data_root: Path, tmp_path: Path) -> None:
+def test_killed_and_preempted_run_resumes_to_the_same_result(data_root: Path, tmp_path: Path) -> None:
+    # uninterrupted, default cadence (20 min): no checkpoint at all in a run this short
     _run(tmp_path / "a")
-    _run(tmp_path / "b", kill_after_iteration=1)
-    run_b = tmp_path / "b" / "adhoc" / "resume"
-    assert not (run_b / "DONE").exists() and any((run_b / "checkpoints").iterdir())
-    out = _run(tmp_path / "b")
-    assert "resumed after iteration" in out.stdout
     run_a = tmp_path / "a" / "adhoc" / "resume"
+    assert not (run_a / "checkpoints.parquet").exists()
+    # a checkpoint at every evaluation point (cadence 0); SIGKILL once iteration 1's set is complete
+    _run(tmp_path / "b", "--checkpoint-every-min", "0", kill_after_iteration=1)
+    run_b = tmp_path / "b" / "adhoc" / "resume"
+    assert not (run_b / "DONE").exists()
+    # the newest complete set (the kill may have come before rank 0 removed set 0: the next save does)
+    assert checkpoint.newest_complete(run_b) == checkpoint.set_dir(run_b, 1)
+    assert sorted(p.name for p in (run_b / "checkpoints" / "it0000001").iterdir()) == [
+        "COMPLETE",
+        "node00000.pt",
+        "rank00000.pt",
+        "rank00001.pt",
+        "replicated.pt",
+    ]
+    # relaunched with a 60-minute cadence; rank 1 receives submitit's preemption signal in iteration 2:
+    # the ranks checkpoint at its end, submitit requeues the job, the requeued job resumes and finishes
+    out = _run(tmp_path / "b", "--checkpoint-every-min", "60", env={"PRUNEX_FAULT_PREEMPT_AT": "2"})
+    assert "resumed after iteration 1" in out.stdout and "resumed after iteration 2" in out.stdout, out.stdout
+    assert "checkpoint (preemption signal)" in out.stdout
+    ckpts = pd.read_parquet(run_b / "checkpoints.parquet")
+    reasons = ckpts.groupby("iteration")["reason"].agg(set).to_dict()
+    assert reasons == {0: {"every evaluation"}, 1: {"every evaluation"}, 2: {"preemption signal"}}
+    written = ckpts[ckpts["iteration"] == 2].set_index("rank")
+    assert written.loc[0, "files"] == 3 and written.loc[1, "files"] == 1  # replicated + node + own; own
     za = torch.load(run_a / "final_model.pt", weights_only=True)
     zb = torch.load(run_b / "final_model.pt", weights_only=True)
     assert za.keys() == zb.keys() and all(torch.equal(za[k], zb[k]) for k in za)

@@ -80,12 +80,21 @@ class Method(ABC):
         """The model whose test accuracy is reported (ADMM: the consensus z)."""
         return self.ctx.model
 
-    def state_dict(self) -> dict[str, Any]:
-        """What resuming needs (extended by methods with optimizer, duals, masks, residuals)."""
-        return {"model": self.ctx.model.state_dict()}
+    def state_dict(self) -> dict[str, dict[str, Any]]:
+        """What resuming needs, by owner (`prunex.checkpoint` writes each part once):
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.ctx.model.load_state_dict(state["model"])
+        - `replicated`: identical on every rank (rank 0 writes it);
+        - `node`: identical on the ranks of a node (the node's leader writes it);
+        - `rank`: this rank's own.
+
+        Here: the parameters are replicated, the buffers (BatchNorm statistics: DDP does not
+        broadcast them) are each rank's. Methods extend this with optimizer, duals, masks, residuals.
+        """
+        params, buffers = model_state(self.ctx.model)
+        return {"replicated": {"params": params}, "node": {}, "rank": {"buffers": buffers}}
+
+    def load_state_dict(self, state: dict[str, dict[str, Any]]) -> None:
+        load_model_state(self.ctx.model, state["replicated"]["params"], state["rank"]["buffers"])
 
     # -- shared helpers ---------------------------------------------------------------------------
     def batches(self, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
@@ -134,6 +143,17 @@ class StepwiseMethod(Method):
 
     def on_epoch_start(self, epoch: int) -> None:
         """Hook for schedules (pruning, Top-K warm-up)."""
+
+
+def model_state(model: nn.Module) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """The model's state_dict split into (parameters, buffers)."""
+    names = {n for n, _ in model.named_parameters()}
+    sd = model.state_dict()
+    return {k: v for k, v in sd.items() if k in names}, {k: v for k, v in sd.items() if k not in names}
+
+
+def load_model_state(model: nn.Module, params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor]) -> None:
+    model.load_state_dict({**params, **buffers})
 
 
 def check_finite(loss: float, where: str) -> float:

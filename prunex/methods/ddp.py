@@ -21,7 +21,7 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
 
 from prunex.comm import Comm
-from prunex.methods.base import Context, StepwiseMethod, check_finite
+from prunex.methods.base import Context, StepwiseMethod, check_finite, load_model_state, model_state
 
 _HOOKS = {
     "fp32": default_hooks.allreduce_hook,
@@ -74,9 +74,16 @@ class DDP(StepwiseMethod):
         self.optimizer.step()
         return check_finite(loss.item(), "ddp step")
 
-    def state_dict(self) -> dict[str, Any]:
-        return {"model": self.ctx.model.state_dict(), "optimizer": self.optimizer.state_dict()}
+    def state_dict(self) -> dict[str, dict[str, Any]]:
+        """Parameters and optimizer replicated (every rank applies the same AllReduced gradients);
+        BatchNorm statistics per rank (`broadcast_buffers=False`)."""
+        params, buffers = model_state(self.ctx.model)
+        return {
+            "replicated": {"params": params, "optimizer": self.optimizer.state_dict()},
+            "node": {},
+            "rank": {"buffers": buffers},
+        }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.ctx.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
+    def load_state_dict(self, state: dict[str, dict[str, Any]]) -> None:
+        load_model_state(self.ctx.model, state["replicated"]["params"], state["rank"]["buffers"])
+        self.optimizer.load_state_dict(state["replicated"]["optimizer"])

@@ -25,8 +25,13 @@ import torch
 from torch import nn
 
 from prunex.admm.hsadmm import HSADMM
-from prunex.methods.base import Context, IterationResult, Method, check_finite
+from prunex.methods.base import Context, IterationResult, Method, check_finite, load_model_state, model_state
 from prunex.pruning import constrained_layers
+
+# Owners of the consensus engine's state (sec. 4.1.2), for checkpoints: u is the rank's own dual
+# (eq. 12); z_i (`z_node`) and v are computed identically on the P ranks of a node (eq. 9, 13);
+# every other entry (the global z, the penalties, the masks, the freeze state) is identical on all ranks.
+ENGINE_OWNERS = {"u": "rank", "z_node": "node", "v": "node"}
 
 
 class ADMMMethod(Method):
@@ -124,20 +129,27 @@ class ADMMMethod(Method):
                 b.copy_(mine[n])
         return self.eval_copy
 
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "model": self.ctx.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "engine": self.engine.state_dict(),
-            "epochs_done": self.epochs_done,
-            "retrain_left": self.retrain_left,
+    def state_dict(self) -> dict[str, dict[str, Any]]:
+        """Per rank: theta (the model's parameters), BatchNorm statistics, the optimizer's momentum,
+        u. Per node: z_i and v. Replicated: z, penalties, masks, freeze state, epoch counters."""
+        params, buffers = model_state(self.ctx.model)
+        out: dict[str, dict[str, Any]] = {
+            "replicated": {"epochs_done": self.epochs_done, "retrain_left": self.retrain_left, "engine": {}},
+            "node": {"engine": {}},
+            "rank": {"params": params, "buffers": buffers, "optimizer": self.optimizer.state_dict(), "engine": {}},
         }
+        for key, value in self.engine.state_dict().items():
+            out[ENGINE_OWNERS.get(key, "replicated")]["engine"][key] = value
+        return out
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.ctx.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.engine.load_state_dict(state["engine"])
-        self.epochs_done, self.retrain_left = state["epochs_done"], state["retrain_left"]
+    def load_state_dict(self, state: dict[str, dict[str, Any]]) -> None:
+        own = state["rank"]
+        load_model_state(self.ctx.model, own["params"], own["buffers"])
+        self.optimizer.load_state_dict(own["optimizer"])
+        self.engine.load_state_dict(
+            {k: v for role in ("replicated", "node", "rank") for k, v in state[role]["engine"].items()}
+        )
+        self.epochs_done, self.retrain_left = state["replicated"]["epochs_done"], state["replicated"]["retrain_left"]
 
 
 class HSADMMMethod(ADMMMethod):

@@ -54,7 +54,7 @@ from typing import Any
 
 import torch
 
-from prunex.methods.base import Context, StepwiseMethod, check_finite
+from prunex.methods.base import Context, StepwiseMethod, check_finite, load_model_state, model_state
 from prunex.pruning.project import keep_count
 
 
@@ -228,19 +228,26 @@ class PacTrain(StepwiseMethod):
         return check_finite(loss.item(), "pactrain step")
 
     # -- resume -----------------------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        """Model, optimizer, masks, current density and the epoch of the last mask update."""
+    def state_dict(self) -> dict[str, dict[str, Any]]:
+        """Replicated: parameters, optimizer, masks (rank 0's, broadcast), current density and the
+        epoch of the last mask update. Per rank: BatchNorm statistics."""
+        params, buffers = model_state(self.ctx.model)
         return {
-            "model": self.ctx.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "masks": [m.clone() for m in self.masks],
-            "density": self.density,
-            "mask_epoch": self.mask_epoch,
+            "replicated": {
+                "params": params,
+                "optimizer": self.optimizer.state_dict(),
+                "masks": [m.clone() for m in self.masks],
+                "density": self.density,
+                "mask_epoch": self.mask_epoch,
+            },
+            "node": {},
+            "rank": {"buffers": buffers},
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.ctx.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.masks = [m.to(self.ctx.device).bool().clone() for m in state["masks"]]
-        self.density, self.mask_epoch = state["density"], state["mask_epoch"]
+    def load_state_dict(self, state: dict[str, dict[str, Any]]) -> None:
+        rep = state["replicated"]
+        load_model_state(self.ctx.model, rep["params"], state["rank"]["buffers"])
+        self.optimizer.load_state_dict(rep["optimizer"])
+        self.masks = [m.to(self.ctx.device).bool().clone() for m in rep["masks"]]
+        self.density, self.mask_epoch = rep["density"], rep["mask_epoch"]
         self._layout()

@@ -55,7 +55,7 @@ from typing import Any
 import torch
 
 from prunex.commcost import topk_count
-from prunex.methods.base import Context, StepwiseMethod, check_finite
+from prunex.methods.base import Context, StepwiseMethod, check_finite, load_model_state, model_state
 
 WARMUP_START_RATIO = 0.25  # DGC's first warm-up epoch keeps 25% of the entries
 
@@ -235,22 +235,30 @@ class TopK(StepwiseMethod):
         return check_finite(loss.item(), "topk step")
 
     # -- resume -----------------------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        """Model, optimizer, residuals and (momentum correction) velocities; the ratio follows the
-        epoch and is set again by `on_epoch_start`."""
+    def state_dict(self) -> dict[str, dict[str, Any]]:
+        """Replicated: parameters and optimizer (every rank adds the same gathered values in the same
+        order) and the ratio. Per rank: error-feedback residuals, (momentum correction) velocities and
+        BatchNorm statistics. The ratio follows the epoch and is set again by `on_epoch_start`.
+
+        On GPUs, `index_add_` of colliding indices may round differently on different ranks; a
+        resumed run then continues from rank 0's copy on every rank."""
+        params, buffers = model_state(self.ctx.model)
         return {
-            "model": self.ctx.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "residuals": [r.clone() for r in self.residuals],
-            "velocities": [u.clone() for u in self.velocities],
-            "ratio": self.ratio,
+            "replicated": {"params": params, "optimizer": self.optimizer.state_dict(), "ratio": self.ratio},
+            "node": {},
+            "rank": {
+                "buffers": buffers,
+                "residuals": [r.clone() for r in self.residuals],
+                "velocities": [u.clone() for u in self.velocities],
+            },
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.ctx.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        for r, saved in zip(self.residuals, state["residuals"], strict=True):
+    def load_state_dict(self, state: dict[str, dict[str, Any]]) -> None:
+        rep, own = state["replicated"], state["rank"]
+        load_model_state(self.ctx.model, rep["params"], own["buffers"])
+        self.optimizer.load_state_dict(rep["optimizer"])
+        for r, saved in zip(self.residuals, own["residuals"], strict=True):
             r.copy_(saved)
-        for u, saved in zip(self.velocities, state["velocities"], strict=True):
+        for u, saved in zip(self.velocities, own["velocities"], strict=True):
             u.copy_(saved)
-        self.set_ratio(state["ratio"])
+        self.set_ratio(rep["ratio"])

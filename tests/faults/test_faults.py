@@ -64,7 +64,8 @@ def test_killed_rank_ends_the_job_in_bounded_time(data_root: Path, tmp_path: Pat
     while not list((run_dir / "parts").glob("rank_steps.rank00001.parquet")):  # an epoch is logged
         assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() else "slow"
         time.sleep(0.2)
-    pids = _task_pids(run_dir / "submitit", 1)
+    tasks = run_dir.resolve() / "submitit"  # the run's own directory: the experiment's entry is a link to it
+    pids = _task_pids(tasks, 1)
     assert pids, "rank 1 not found"
     killed_at = time.monotonic()
     for pid in pids:
@@ -76,7 +77,7 @@ def test_killed_rank_ends_the_job_in_bounded_time(data_root: Path, tmp_path: Pat
     assert len(lines) == 1 and "run victim failed" in lines[0], err[-2000:]
     assert "rank 1 ended without a result" in lines[0]  # the dead rank is named, not only the one that noticed
     assert elapsed < timeout_s + 60, elapsed  # bounded by the collective timeout, not a hang
-    assert not _task_pids(run_dir / "submitit", 0) and not _task_pids(run_dir / "submitit", 1)  # every rank ended
+    assert not _task_pids(tasks, 0) and not _task_pids(tasks, 1)  # every rank ended
     # the finished iterations' logs stay readable
     tables = merge_parts(run_dir)
     assert len(tables["steps"]) >= 1 and not (run_dir / "DONE").exists()
@@ -116,6 +117,8 @@ def test_nan_stops_the_run_at_that_iteration_with_a_checkpoint_from_before(
             str(tmp_path),
             "--name",
             "diverge",
+            "--checkpoint-every-min",
+            "0",
         ],
         cwd=ROOT,
         capture_output=True,
@@ -127,10 +130,14 @@ def test_nan_stops_the_run_at_that_iteration_with_a_checkpoint_from_before(
     assert proc.returncode == 1
     assert "failed in iteration 1 during local computation: FloatingPointError: loss became nan" in proc.stderr
     run_dir = tmp_path / "adhoc" / "diverge"
-    # the checkpoint from before the NaN: iteration 0, both ranks; none of iteration 1
-    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == [
-        "rank00000-it0000000.pt",
-        "rank00001-it0000000.pt",
+    # the checkpoint from before the NaN: iteration 0's complete set; none of iteration 1
+    assert [p.name for p in (run_dir / "checkpoints").iterdir()] == ["it0000000"]
+    assert sorted(p.name for p in (run_dir / "checkpoints" / "it0000000").iterdir()) == [
+        "COMPLETE",
+        "node00000.pt",
+        "rank00000.pt",
+        "rank00001.pt",
+        "replicated.pt",
     ]
     tables = merge_parts(run_dir)
     assert list(tables["steps"]["iteration"]) == [0] and not (run_dir / "DONE").exists()
@@ -241,11 +248,14 @@ def test_checkpoint_of_another_configuration_is_refused(tmp_path: Path, fault_re
 
     from prunex import checkpoint
     from prunex.config import RunConfig
+    from prunex.topology import Topology
 
     cfg = RunConfig(method="hsadmm")
-    checkpoint.save(tmp_path, 0, cfg, 3, 1.0, {"w": torch.ones(2)})
-    assert checkpoint.load(tmp_path, 0, cfg, torch.device("cpu"))["iteration"] == 3  # weights_only load
+    topo = Topology(rank=0, world_size=1, nodes=1, procs_per_node=1)
+    state = {"replicated": {"w": torch.ones(2)}, "node": {}, "rank": {}}
+    checkpoint.save(tmp_path, topo, cfg, 3, 1.0, state, barrier=lambda: None, reason="clock")
+    assert checkpoint.load(tmp_path, topo, cfg, torch.device("cpu"))["iteration"] == 3  # weights_only load
     other = dataclasses.replace(cfg, lr=0.1, admm=dataclasses.replace(cfg.admm, channel_keep=0.25))
     with pytest.raises(checkpoint.CheckpointMismatch, match="fields admm.channel_keep, lr differ") as refused:
-        checkpoint.load(tmp_path, 0, other, torch.device("cpu"))
+        checkpoint.load(tmp_path, topo, other, torch.device("cpu"))
     fault_report("checkpoint of another configuration", None, str(refused.value), "the checkpoint, untouched")

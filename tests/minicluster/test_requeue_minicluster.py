@@ -44,6 +44,7 @@ def _config(data_root: Path, results: Path, name: str) -> RunConfig:
         admm=admm,
         train_subset=128,
         bn_batches=1,
+        checkpoint_every_min=0,  # a checkpoint set at every evaluation point
         data_root=str(data_root),
         results=str(results),
         name=name,
@@ -56,16 +57,17 @@ def test_requeued_job_resumes_to_the_same_result(minicluster, data_root: Path, t
 
     def target(name: str) -> None:
         try:
-            results[name] = launch(_config(data_root, tmp_path, name), SlurmOptions(time_min=15), echo=False)
+            # separate results roots: the two ask for the same training, which would otherwise be one shared run
+            results[name] = launch(_config(data_root, tmp_path / name, name), SlurmOptions(time_min=15), echo=False)
         except BaseException as e:  # noqa: BLE001 - asserted below
             errors.append(e)
 
     requeued = threading.Thread(target=target, args=("requeued",), daemon=True)
     requeued.start()
-    run_dir = run_dir_for(_config(data_root, tmp_path, "requeued"))
+    run_dir = run_dir_for(_config(data_root, tmp_path / "requeued", "requeued"))
     deadline = time.monotonic() + 240
     ckpts = run_dir / "checkpoints"
-    while not all(any(ckpts.glob(f"rank{r:05d}-it0000000.pt")) for r in (0, 1)):
+    while not (ckpts / "it0000000" / "COMPLETE").exists():
         assert time.monotonic() < deadline and requeued.is_alive(), "the run ended or stalled before the requeue"
         time.sleep(0.1)
     job_id = next((run_dir / "submitit").glob("*_submission.sh")).name.split("_")[0]
