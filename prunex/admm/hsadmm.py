@@ -52,6 +52,7 @@ class ConsensusResult:
     frozen: bool  # the mask was frozen during this iteration
     residual_rows: list[dict] = field(default_factory=list)
     mask_rows: list[dict] = field(default_factory=list)
+    overhead_rows: list[dict] = field(default_factory=list)  # compress/decompress seconds (H-SADMM)
 
 
 def _indicator(idx: torch.Tensor, n: int) -> torch.Tensor:
@@ -243,7 +244,9 @@ class HSADMM:
         sizes = [math.prod(s) for s in compact_shapes] + [self.buffers[b].numel() for b in bnames]
         xb = self.inter_buckets
         xb.layout(sizes)  # one-shot: no reallocation once the compact sizes stop changing
+        compress_span = decompress_spans = None  # device-clock spans (prunex.timing), read at the end
         if topo.is_leader:
+            compress_span = comm.timer.start()
             for i, n in enumerate(self.names):
                 c = self.z_node[n] + self.v[n]  # line 19: c = z_i + v_i
                 if n in self.sparsity:
@@ -253,14 +256,18 @@ class HSADMM:
                     xb.view(i).copy_(c.reshape(-1))  # dense in the same buckets
             for j, b in enumerate(bnames):
                 xb.view(len(self.names) + j).copy_(node_buffers[b].reshape(-1))
+            compress_span.stop()
             xb.all_reduce(comm, "inter", "avg")  # line 21: AllReduce on the compact buffers, / M
         xb.broadcast(comm, "intra")  # line 25: the compact z to the node's workers
 
+        decompress_spans = []
         for i, n in enumerate(self.names):
             view = xb.view(i, compact_shapes[i])
             if n in self.sparsity:
                 g = self.masks[n]
+                span = comm.timer.start()
                 z_new = decompress(view, g.out_idx, g.in_idx, self.theta[n].shape)  # line 22
+                decompress_spans.append(span.stop())
             else:
                 z_new = view.reshape(self.theta[n].shape)
             d_global = (z_new - self.z[n]).norm().item()
@@ -289,7 +296,13 @@ class HSADMM:
         rows = self._residual_rows(k, sq)
         if self.cfg.adaptive_rho:
             self._balance(residuals)  # line 31
-        return ConsensusResult(converged, froze_now, rows, self._mask_rows(k, drift_by_layer, dynamic))
+        overhead = {
+            "iteration": k,
+            "rank": topo.rank,
+            "compress_s": compress_span.seconds if compress_span is not None else 0.0,  # leaders only
+            "decompress_s": sum((d.seconds for d in decompress_spans), 0.0),
+        }
+        return ConsensusResult(converged, froze_now, rows, self._mask_rows(k, drift_by_layer, dynamic), [overhead])
 
     # -- helpers ----------------------------------------------------------------------------------
     def _parse_vector(self, vec: torch.Tensor) -> dict[str, GlobalMask]:
