@@ -1,11 +1,14 @@
 """Every experiment of the paper, in order: `python -m experiments.all --profile local --results DIR`.
 
 Takes the options of `experiments.cli` (`--only` selects experiments by name here). A failed
-experiment does not stop the others; the exit code is 1 if any run failed.
+experiment does not stop the others; the exit code is 1 if any run failed. `--dry-run` prints
+every run's Slurm parameters and estimated GPU-hours and the total over all experiments:
+`python -m experiments.all --profile paper --site puhti --account X --dry-run`.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import fnmatch
 import importlib
@@ -13,6 +16,7 @@ import sys
 import time
 
 from experiments import cli
+from prunex.config import ConfigError
 from prunex.lock import LockHeld, results_lock
 
 EXPERIMENTS = (
@@ -27,12 +31,33 @@ EXPERIMENTS = (
 )
 
 
+def dry_run(args: argparse.Namespace, names: list[str]) -> int:
+    """Every experiment's runs with their Slurm parameters and estimated GPU-hours, then the total."""
+    try:
+        slurm = cli.slurm_options(args)
+        runs, total, noted = 0, 0.0, set()
+        for name in names:
+            module = importlib.import_module(f"experiments.{name}")
+            configs = cli.resolve(name, module.runs, args.profile, args.executor, args.results, device=args.device)
+            n, hours = cli.dry_run(name, configs, slurm, noted)
+            runs += n
+            total = total + hours if (hours is not None and total is not None) else None
+    except (ConfigError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    estimate = f"{total:.1f} GPU-hours estimated" if total is not None else "no GPU-hour estimate (give --site)"
+    print(f"[all] {runs} runs in {len(names)} experiments: {estimate}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = cli.parser("all", __doc__).parse_args(argv)
     names = [n for n in EXPERIMENTS if not args.only or fnmatch.fnmatch(n, args.only)]
     if not names:
         print(f"error: unknown experiment {args.only!r}; known: {', '.join(EXPERIMENTS)}", file=sys.stderr)
         return 2
+    if args.dry_run:
+        return dry_run(args, names)
     forwarded = [a for a in (argv if argv is not None else sys.argv[1:])]
     if args.only:  # --only selects experiments here, not runs
         i = forwarded.index("--only")
