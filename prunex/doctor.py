@@ -172,13 +172,9 @@ def check_slurm(ctx: Context) -> Check:
     return Check("slurm", OK, f"{where}: {listing or ', '.join(names)}")
 
 
-def _sample(ctx: Context, configs: list[RunConfig]) -> RunConfig | None:
-    return configs[0] if configs else None
-
-
 def check_site(ctx: Context, configs: list[RunConfig]) -> Check:
     site = ctx.slurm.site
-    sample = _sample(ctx, configs)
+    sample = configs[0] if configs else None
     if ctx.executor != "slurm" or sample is None:
         return Check("site", NA, site.name if site else "none")
     params = executor_parameters(sample, ctx.slurm)
@@ -217,7 +213,7 @@ def check_account(ctx: Context) -> Check:
 def check_dataset(ctx: Context, configs: list[RunConfig]) -> Check:
     from prunex.data import DatasetMissing, default_root, load_dataset
 
-    sample = _sample(ctx, configs)
+    sample = configs[0] if configs else None
     if sample is None:
         return Check("dataset", NA, "no runs")
     root = ctx.data_root or sample.data_root or str(default_root())
@@ -248,11 +244,9 @@ def check_runs(ctx: Context, configs: list[RunConfig]) -> Check:
     wall = sum(e.seconds for e in est) / 3600
     limits = [e.time_limit_min for e in est if e.time_limit_min is not None]
     span = f"; time limits {min(limits)}-{max(limits)} min" if limits else ""
-    return Check(
-        "runs",
-        OK,
-        f"{head}; {hours:.1f} GPU-hours estimated on {est[0].cluster} ({wall:.1f} h one after another){span}",
-    )
+    unit = "process-hours (CPU)" if ctx.device == "cpu" else "GPU-hours"  # seconds x ranks / 3600 either way
+    where = f"{hours:.1f} {unit} estimated on {est[0].cluster} ({wall:.1f} h one after another)"
+    return Check("runs", OK, f"{head}; {where}{span}")
 
 
 # ----------------------------------------------------------------------------------------- driver

@@ -60,7 +60,7 @@ def test_a_clean_bill_of_health_exits_0(fake_slurm, data_root, capsys) -> None:
     assert rc == 0 and lines[-1] == "nothing to fix", lines
     assert _row(lines, "account").split()[:2] == ["ok", "account"]
     runs = _row(lines, "runs")
-    assert runs.split()[0] == "ok" and "22 runs of profile local" in runs and "GPU-hours estimated on" in runs
+    assert runs.split()[0] == "ok" and "22 runs of profile local" in runs and "process-hours (CPU) estimated on" in runs
 
 
 def test_unknown_partition_and_foreign_account_fail(fake_slurm, data_root, capsys) -> None:
