@@ -195,12 +195,22 @@ def exchange(store: dist.Store, mine: Placement, world_size: int, timeout_s: flo
     try:
         store.wait(keys, timedelta(seconds=timeout_s))
     except Exception:  # the store raises a bare RuntimeError/DistStoreError on timeout
-        missing = [r for r, k in enumerate(keys) if not store.check([k])]
+        try:
+            who = f"ranks {[r for r, k in enumerate(keys) if not store.check([k])][:8]}"
+        except Exception:  # the store's host (rank 0) has gone too
+            who = "some ranks"
         raise DeviceError(
-            f"rank {mine.rank} on {mine.host}: ranks {missing[:8]} did not report their device within {timeout_s:g} s "
+            f"rank {mine.rank} on {mine.host}: {who} did not report their device within {timeout_s:g} s "
             "(they failed before starting; see their logs)"
         ) from None
-    return [Placement(**json.loads(store.get(k))) for k in keys]
+    table = [Placement(**json.loads(store.get(k))) for k in keys]
+    store.set(f"{_KEY_PREFIX}read/{mine.rank}", "1")
+    if mine.rank == 0:  # the TCPStore lives in rank 0: keep it up until every rank has read the table
+        try:
+            store.wait([f"{_KEY_PREFIX}read/{r}" for r in range(world_size)], timedelta(seconds=timeout_s))
+        except Exception:
+            pass  # a rank that died meanwhile: the others have their answer, and the job fails anyway
+    return table
 
 
 def rendezvous_store(topo: Topology, timeout_s: float) -> dist.Store:

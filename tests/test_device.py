@@ -88,7 +88,7 @@ def _place(rank: int, port: int, requests: list[str], timeout_s: float, silent: 
     """`place` as `prunex.train` calls it, on a fresh store (the pool's own group holds MASTER_PORT)."""
     saved = os.environ["MASTER_PORT"]
     os.environ["MASTER_PORT"] = str(port)
-    topo = Topology(rank, 2, nodes=2, procs_per_node=1)
+    topo = Topology(rank, 4, nodes=2, procs_per_node=2)
     try:
         if rank == silent:  # joins the store but never reports (a rank that died before choosing a device)
             from prunex.device import rendezvous_store
@@ -104,23 +104,27 @@ def _place(rank: int, port: int, requests: list[str], timeout_s: float, silent: 
         os.environ["MASTER_PORT"] = saved
 
 
+# 4 processes (the pool test_comm and test_admm_convex use), as 2 nodes x 2
 def test_every_rank_stops_with_the_same_line_when_one_cannot_use_its_device() -> None:
-    # rank 1 asks for a GPU this machine does not have; rank 0 is fine on the CPU
-    out = run_distributed(_place, 2, free_port(), ["cpu", "cuda"], 30.0, None, timeout_s=60)
+    # rank 2 asks for a GPU this machine does not have; the others are fine on the CPU
+    out = run_distributed(_place, 4, free_port(), ["cpu", "cpu", "cuda", "cpu"], 30.0, None, timeout_s=90)
     host = socket.gethostname()
-    assert out[0] == out[1], out
-    assert out[0].startswith(f"DeviceError: rank 1 on {host}: --device cuda but torch") and "\n" not in out[0]
+    assert len(set(out)) == 1, out
+    assert out[0].startswith(f"DeviceError: rank 2 on {host}: --device cuda but torch") and "\n" not in out[0]
 
 
 def test_ranks_that_agree_get_their_device() -> None:
-    assert run_distributed(_place, 2, free_port(), ["cpu", "auto"], 30.0, None, timeout_s=60) == ["cpu", "cpu"]
+    out = run_distributed(_place, 4, free_port(), ["cpu", "auto", "cpu", "auto"], 30.0, None, timeout_s=90)
+    assert out == ["cpu"] * 4
 
 
 def test_a_rank_that_never_reports_ends_the_others_in_bounded_time() -> None:
     t0 = time.monotonic()
-    out = run_distributed(_place, 2, free_port(), ["cpu", "cpu"], 3.0, 1, timeout_s=60)
-    assert out[1] == "silent"
-    assert out[0].startswith("DeviceError: rank 0") and "ranks [1] did not report their device within 3 s" in out[0]
+    out = run_distributed(_place, 4, free_port(), ["cpu"] * 4, 3.0, 3, timeout_s=90)
+    assert out[3] == "silent"
+    assert out[0].startswith("DeviceError: rank 0") and "ranks [3] did not report their device within 3 s" in out[0]
+    for rank in (1, 2):  # rank 0 holds the store and may have stopped: they cannot always name rank 3
+        assert out[rank].startswith(f"DeviceError: rank {rank}") and "did not report their device" in out[rank], out
     assert time.monotonic() - t0 < 30
 
 
