@@ -96,6 +96,7 @@ class _CUDASpan(Span):
     @property
     def seconds(self) -> float:
         if self._seconds is None:
+            self.begin.synchronize()  # the two may sit on different streams (DDP's buckets)
             self.end.synchronize()
             self._seconds = self.begin.elapsed_time(self.end) / 1e3  # elapsed_time is in milliseconds
         return self._seconds
