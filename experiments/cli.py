@@ -154,13 +154,14 @@ def main(name: str, runs_fn: RunsFn, doc: str | None = None, argv: list[str] | N
         if args.dry_run:
             dry_run(name, configs, slurm)
             return 0
+        for c in configs:  # no account, a torch that cannot run there: one line, before anything is made
+            check_submission(c, slurm)
     except (ConfigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     try:
         with results_lock(args.results):
-            for c in configs:  # no account, a torch that cannot run there, bad data roots: one line, before launch
-                check_submission(c, slurm)
+            for c in configs:  # bad data roots or results paths: one line, before anything launches
                 preflight(c)
             failures = execute(name, configs, slurm)
     except ConfigError as e:
