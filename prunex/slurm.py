@@ -10,7 +10,8 @@ Precedence, lowest first: the site preset (`--site NAME` / `PRUNEX_SITE`, `prune
 for a flag) passes any other sbatch option (qos, constraint, reservation, ...).
 
 A run on the `slurm` executor asks for (`executor_parameters`): M nodes of P tasks; one GPU per
-task unless it runs on the CPU (`--gres`, else `--gpus-per-node`, else the site's gres for P GPUs);
+task unless it runs on the CPU (`--gres`, else `--gpus-per-node`, else the site's gres for P GPUs,
+else `--gpus-per-node=P`);
 the site's partition, CPUs per task and memory (its per-GPU memory x P); the site's setup lines and
 environment in the job script; and a time limit: `--time-min`, else the performance model's
 estimate of the run on the site's cluster file with the site's margin (`prunex.estimate`,
@@ -177,13 +178,14 @@ def executor_parameters(
         params["slurm_partition"] = slurm.partition_or_site
     if slurm.account:
         params["slurm_account"] = slurm.account
-    gres = slurm.gres
-    if gres is None and slurm.gpus_per_node is None and site is not None and config.device != "cpu":
-        gres = site.gres_for(config.procs_per_node)  # one GPU per task
+    gres, gpus = slurm.gres, slurm.gpus_per_node
+    if gres is None and gpus is None and config.device != "cpu":  # one GPU per task
+        gres = site.gres_for(config.procs_per_node) if site is not None else None
+        gpus = None if gres else config.procs_per_node
     if gres:
         params["slurm_gres"] = gres
-    elif slurm.gpus_per_node:
-        params["gpus_per_node"] = slurm.gpus_per_node
+    elif gpus:
+        params["gpus_per_node"] = gpus
     cpus = slurm.cpus_per_task or (site.cpus_per_task if site else None)
     if cpus:
         params["cpus_per_task"] = cpus

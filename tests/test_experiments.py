@@ -40,6 +40,7 @@ def test_dry_run_prints_every_run_and_submits_nothing(tmp_path: Path, capsys, mo
     out, err = capsys.readouterr()
     lines = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
     assert len(lines) == 30 and all(x["params"]["slurm_partition"] == "gpu" for x in lines)
+    assert all(x["params"]["gpus_per_node"] == 4 for x in lines)  # one GPU per task, without a site too
     assert all(x["device"] == "cuda" and x["estimate"] is None for x in lines)  # no site: nothing to estimate on
     assert "[pareto] 30 runs; no GPU-hour estimate" in out
     assert "--account is required" in err  # what a real submission would refuse, said once

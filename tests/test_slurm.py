@@ -120,6 +120,7 @@ def test_options_override_the_site_and_cpu_runs_ask_for_no_gpu(real_slurm_env) -
     cpu = RunConfig(method="ddp", executor="slurm", device="cpu", dataset="cifar10", model="resnet18")
     assert "slurm_gres" not in executor_parameters(cpu, SlurmOptions(site=site))
     assert executor_parameters(cpu, SlurmOptions())["timeout_min"] == 60  # no site: nothing to estimate from
+    assert executor_parameters(gpu, SlurmOptions())["gpus_per_node"] == 2  # no site: still a GPU per task
 
 
 def test_sbatch_passthrough_reaches_the_job_script(real_slurm_env, tmp_path: Path) -> None:
