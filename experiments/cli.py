@@ -6,7 +6,10 @@
 Finished runs (their DONE marker) are skipped, so a re-run resumes a partial suite. A run is
 identified by its training configuration (`prunex.launch.run_dir_for`): a run another experiment
 already trained is not trained again, only linked as `RESULTS/<experiment>/<name>`. `--dry-run`
-prints every run with its resolved Slurm parameters and submits nothing. On Slurm an experiment's
+prints every run with exactly what submitit would receive and its estimated GPU-hours (with
+`--site`: the performance model on the site's cluster file), then the total, and submits nothing.
+Device and cluster options (`--device --site --account --partition --time-min --gpus-per-node
+--gres --cpus-per-task --mem --sbatch KEY=VALUE`) are `prunex.slurm`'s. On Slurm an experiment's
 runs go out as one job array per distinct shape (nodes x tasks), via `executor.batch()`; with the
 local and debug executors they run one after another. A failed run does not stop the others: the
 summary lists it with its log path and the exit code is 1.
@@ -25,9 +28,10 @@ from pathlib import Path
 
 from experiments.common import PROFILE_NAMES, Profile, profile
 from prunex.config import EXECUTOR_NAMES, ConfigError, RunConfig
-from prunex.launch import SlurmOptions, executor_parameters, launch, preflight, run_dir_for, submit_array, wait
+from prunex.launch import launch, preflight, run_dir_for, submit_array, submitit_parameters, wait
 from prunex.lock import LockHeld, results_lock
 from prunex.log import DONE
+from prunex.slurm import SlurmOptions, add_cluster_options, check_submission, estimate_for, slurm_options_from_args
 
 RunsFn = Callable[[Profile], list[RunConfig]]
 
@@ -38,25 +42,31 @@ def parser(name: str, doc: str | None) -> argparse.ArgumentParser:
     p.add_argument("--executor", choices=EXECUTOR_NAMES, help="default: the profile's")
     p.add_argument("--results", default="results")
     p.add_argument("--only", help="run only the runs whose name matches this glob")
-    p.add_argument("--dry-run", action="store_true", help="print the runs and their Slurm parameters")
+    p.add_argument(
+        "--dry-run", action="store_true", help="print the runs, their Slurm parameters and estimated GPU-hours"
+    )
     p.add_argument(
         "--checkpoint-every-min",
         type=float,
         help="minutes between checkpoints (default 20; 0: at every evaluation point); not part of a run's identity",
     )
-    p.add_argument("--partition")
-    p.add_argument("--account")
-    p.add_argument("--time-min", type=int)
-    p.add_argument("--gpus-per-node", type=int)
-    p.add_argument("--gres")
+    add_cluster_options(p)  # --device, --site, --account, ... (prunex.slurm)
     return p
 
 
 def resolve(
-    name: str, runs_fn: RunsFn, profile_name: str, executor: str | None, results: str, only: str | None = None
+    name: str,
+    runs_fn: RunsFn,
+    profile_name: str,
+    executor: str | None,
+    results: str,
+    only: str | None = None,
+    device: str | None = None,
 ) -> list[RunConfig]:
-    """The experiment's runs for a profile and executor, in the results directory."""
-    configs = [dataclasses.replace(c, results=results) for c in runs_fn(profile(profile_name, executor))]
+    """The experiment's runs for a profile and executor, in the results directory (`device`: overrides
+    the profile's)."""
+    overrides = {"results": results, **({"device": device} if device else {})}
+    configs = [dataclasses.replace(c, **overrides) for c in runs_fn(profile(profile_name, executor))]
     names = [c.name for c in configs]
     if len(set(names)) != len(names):
         raise ConfigError(f"experiment {name}: duplicate run names {sorted({n for n in names if names.count(n) > 1})}")
@@ -66,14 +76,49 @@ def resolve(
 
 
 def slurm_options(args: argparse.Namespace) -> SlurmOptions:
-    given = {
-        "partition": args.partition,
-        "account": args.account,
-        "time_min": args.time_min,
-        "gpus_per_node": args.gpus_per_node,
-        "gres": args.gres,
-    }
-    return SlurmOptions(**{k: v for k, v in given.items() if v is not None})
+    return slurm_options_from_args(args)
+
+
+def dry_run(
+    name: str, configs: list[RunConfig], slurm: SlurmOptions, noted: set[str] | None = None
+) -> tuple[int, float | None]:
+    """Print every run with exactly what submitit would receive and its estimate (one JSON line each),
+    then the experiment's total; submit nothing. Returns (runs, estimated GPU-hours), the hours None
+    when there is no estimate (no site naming a cluster file: `prunex.estimate`).
+
+    What a real submission would refuse (no account, a torch without kernels for the site's GPUs) is
+    printed once (per `noted` set, shared by callers that print several experiments) as a note on stderr."""
+    noted = set() if noted is None else noted
+    total: float | None = 0.0
+    for c in configs:
+        try:
+            check_submission(c, slurm)
+        except ConfigError as e:
+            if str(e) not in noted:
+                noted.add(str(e))
+                print(f"note: a submission would be refused: {e}", file=sys.stderr)
+        params, _ = submitit_parameters(c, slurm)
+        estimate = estimate_for(c, slurm)
+        row = {
+            "run": c.name,
+            "method": c.method,
+            "model": c.model,
+            "dataset": c.dataset,
+            "topology": f"{c.nodes}x{c.procs_per_node}",
+            "executor": c.executor,
+            "device": c.device,
+            "params": params,
+            "shared_run": c.shared_id,
+            "estimate": estimate.as_dict() if estimate is not None else None,
+        }
+        print(json.dumps(row, sort_keys=True))
+        total = total + estimate.gpu_hours if (estimate is not None and total is not None) else None
+    if total is None:
+        print(f"[{name}] {len(configs)} runs; no GPU-hour estimate (give --site with a cluster file)")
+    else:
+        where = slurm.site.cluster if slurm.site else ""
+        print(f"[{name}] {len(configs)} runs, {total:.1f} GPU-hours estimated (perf model, cluster {where})")
+    return len(configs), total
 
 
 def execute(name: str, configs: list[RunConfig], slurm: SlurmOptions, *, echo: bool = True) -> list[tuple[str, str]]:
@@ -116,32 +161,18 @@ def execute(name: str, configs: list[RunConfig], slurm: SlurmOptions, *, echo: b
 def main(name: str, runs_fn: RunsFn, doc: str | None = None, argv: list[str] | None = None) -> int:
     args = parser(name, doc).parse_args(argv)
     try:
-        configs = resolve(name, runs_fn, args.profile, args.executor, args.results, args.only)
+        configs = resolve(name, runs_fn, args.profile, args.executor, args.results, args.only, args.device)
         if args.checkpoint_every_min is not None:
             configs = [dataclasses.replace(c, checkpoint_every_min=args.checkpoint_every_min) for c in configs]
         slurm = slurm_options(args)
+        if args.dry_run:
+            dry_run(name, configs, slurm)
+            return 0
+        for c in configs:  # no account, a torch that cannot run there: one line, before anything is made
+            check_submission(c, slurm)
     except (ConfigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    if args.dry_run:
-        for c in configs:
-            params = executor_parameters(c, slurm)
-            print(
-                json.dumps(
-                    {
-                        "run": c.name,
-                        "method": c.method,
-                        "model": c.model,
-                        "dataset": c.dataset,
-                        "topology": f"{c.nodes}x{c.procs_per_node}",
-                        "executor": c.executor,
-                        "params": params,
-                        "shared_run": c.shared_id,
-                    },
-                    sort_keys=True,
-                )
-            )
-        return 0
     try:
         with results_lock(args.results):
             for c in configs:  # bad data roots or results paths: one line, before anything launches

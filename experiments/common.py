@@ -17,6 +17,9 @@
   paper's 1.5e-3 has no time to grow), mask frozen after 4 iterations, 2 retraining iterations.
 - `smoke`: seconds per run for tests: one process in the foreground (debug executor), 128
   training images, 1 epoch / 2 outer iterations.
+
+`paper` runs on GPUs (`--device cuda`, required: no silent CPU); `local` and `smoke` run on the
+CPU (`--device cpu`) wherever they run; `--device` on the command line overrides a profile's.
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ class Profile:
     procs_per_node: int
     epochs: int  # SGD methods
     admm: ADMMConfig
+    device: str = "cpu"  # RunConfig.device
     link: LinkConfig = field(default_factory=LinkConfig)
     train_subset: int = 0
     extra: dict[str, Any] = field(default_factory=dict)  # other RunConfig fields
@@ -97,6 +101,7 @@ def profile(name: str, executor: str | None = None) -> Profile:
                 freeze_patience=PAPER_FREEZE_PATIENCE,
                 retrain_epochs=0,  # sec. 4.5: retraining is the outer loop's frozen-mask iterations
             ),
+            device="cuda",
         )
     elif name == "local":
         p = Profile(
@@ -147,6 +152,7 @@ def run(p: Profile, experiment: str, method: str, name: str, **overrides: Any) -
         "admm": p.admm,
         "link": p.link,
         "executor": p.executor,
+        "device": p.device,
         "train_subset": p.train_subset,
         "experiment": experiment,
         "profile": p.name,

@@ -27,6 +27,7 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+=-]{0,127}$")
 
 DATASET_NAMES = ("cifar10", "digits")
 EXECUTOR_NAMES = ("debug", "local", "slurm")
+DEVICE_NAMES = ("auto", "cuda", "cpu")  # prunex.device
 LINK_MODELS = ("none", "alpha-beta", "netns-tc")
 MOMENTUM_POLICIES = ("carry", "reset")
 SHARED_RUNS_DIR = "runs"  # RESULTS/runs/<shared id>: every run, once; experiments link to it
@@ -208,6 +209,7 @@ class RunConfig:
     profile: str = "adhoc"  # the experiment profile that made the run (smoke, local, paper), for captions
     results: str = "results"
     executor: str = "local"
+    device: str = ""  # auto, cuda or cpu (prunex.device); "" = cuda on the slurm executor (required), else auto
     eval_every: int = 1  # evaluate every this many epochs (SGD) or outer iterations (ADMM)
     bn_batches: int = 20  # BatchNorm statistics re-estimated on this many shard batches before each evaluation
     num_workers: int = 0  # DataLoader workers per process
@@ -236,6 +238,14 @@ class RunConfig:
             raise ConfigError(f"unknown dataset {self.dataset!r}; known: {', '.join(DATASET_NAMES)}")
         if self.executor not in EXECUTOR_NAMES:
             raise ConfigError(f"unknown executor {self.executor!r}; known: {', '.join(EXECUTOR_NAMES)}")
+        if not self.device:  # no silent CPU on a cluster: a Slurm run needs its GPUs unless told otherwise
+            object.__setattr__(self, "device", "cuda" if self.executor == "slurm" else "auto")
+        if self.device not in DEVICE_NAMES:
+            raise ConfigError(f"unknown device {self.device!r}; known: {', '.join(DEVICE_NAMES)}")
+        if self.device == "cuda" and self.link.model == "alpha-beta":
+            raise ConfigError(
+                "the alpha-beta link model emulates slow links for CPU runs; on GPUs use --link-model none"
+            )
         if self.nodes < 1 or self.procs_per_node < 1:
             raise ConfigError(f"impossible topology: nodes={self.nodes} x procs_per_node={self.procs_per_node}")
         if self.executor == "debug" and self.world_size != 1:

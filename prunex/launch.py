@@ -2,15 +2,17 @@
 
 - `debug`: submitit's DebugExecutor, one process in the foreground (1 x 1 topologies).
 - `local`: submitit's LocalExecutor, M x P processes on this machine (nodes emulated blockwise).
-- `slurm`: submitit's SlurmExecutor, `nodes=M`, `tasks_per_node=P`, one GPU per task where the
-  cluster has GPUs. Partition, account, time limit and GPUs come from `SlurmOptions`, filled from
-  command-line options or the environment (`PRUNEX_SLURM_PARTITION`, `PRUNEX_SLURM_ACCOUNT`,
-  `PRUNEX_SLURM_TIME_MIN`, `PRUNEX_SLURM_GPUS_PER_NODE`, `PRUNEX_SLURM_GRES`,
-  `PRUNEX_SLURM_CPUS_PER_TASK`), never from code. On Puhti: partition `gpu`,
-  `--gres=gpu:v100:4`.
+- `slurm`: submitit's SlurmExecutor, `nodes=M`, `tasks_per_node=P`, one GPU per task unless the run
+  is on the CPU. What Slurm is asked for (partition, account, GPUs, CPUs, memory, setup, time
+  limit from the performance model) comes from `prunex.slurm.SlurmOptions`: a site preset
+  (`--site puhti`), the `PRUNEX_SLURM_*` environment, command-line options. `make_executor` refuses
+  an unsubmittable run first (`prunex.slurm.check_submission`: no account, a torch that cannot run
+  on the site's GPUs), and a refused `sbatch` is one line with Slurm's message (`SubmitError`).
 
 Each task runs `TrainJob`, which exports torch.distributed's env:// variables with
-`submitit.helpers.TorchDistributedEnvironment` and calls `prunex.train.train`.
+`submitit.helpers.TorchDistributedEnvironment` and calls `prunex.train.train`. It never writes
+`CUDA_VISIBLE_DEVICES`: a value the scheduler set (one GPU bound per task, or the node's GPUs) is
+kept, and `prunex.device` picks the GPU among those the task sees.
 
 Run identity: a run lives in `RESULTS/runs/<shared id>` (`run_dir_for`), named by its resolved
 training configuration (`RunConfig.shared_id`), not by the experiment that asks for it. Each
@@ -28,7 +30,6 @@ import socket
 import sys
 import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,58 +39,44 @@ from prunex import checkpoint
 from prunex.config import SHARED_RUNS_DIR, ConfigError, RunConfig
 from prunex.log import DONE
 from prunex.minicluster.helpers import adapt_slurm_params, export_torch_env
+from prunex.slurm import SlurmOptions, SubmitError, check_submission, executor_parameters, on_minicluster, submission
+
+__all__ = [  # SlurmOptions, SubmitError and executor_parameters live in prunex.slurm; importable from here too
+    "SlurmOptions",
+    "SubmitError",
+    "TrainJob",
+    "executor_parameters",
+    "export_job_env",
+    "launch",
+    "make_executor",
+    "prepare",
+    "preflight",
+    "run_dir_for",
+    "submit_array",
+    "submitit_parameters",
+    "wait",
+]
 
 
-def _env_int(name: str) -> int | None:
-    value = os.environ.get(name, "")
-    return int(value) if value else None
-
-
-@dataclass(frozen=True, kw_only=True)
-class SlurmOptions:
-    partition: str | None = field(default_factory=lambda: os.environ.get("PRUNEX_SLURM_PARTITION") or None)
-    account: str | None = field(default_factory=lambda: os.environ.get("PRUNEX_SLURM_ACCOUNT") or None)
-    time_min: int = field(default_factory=lambda: _env_int("PRUNEX_SLURM_TIME_MIN") or 60)
-    gpus_per_node: int | None = field(default_factory=lambda: _env_int("PRUNEX_SLURM_GPUS_PER_NODE"))
-    gres: str | None = field(default_factory=lambda: os.environ.get("PRUNEX_SLURM_GRES") or None)
-    cpus_per_task: int | None = field(default_factory=lambda: _env_int("PRUNEX_SLURM_CPUS_PER_TASK"))
-
-
-def executor_parameters(config: RunConfig, slurm: SlurmOptions | None = None) -> dict[str, Any]:
-    """The submitit parameters of a run (pure; `--dry-run` prints them, golden files pin them)."""
-    name = f"prunex-{config.experiment}-{config.name}"[:120]
-    if config.executor in ("debug", "local"):
-        return {"name": name, "nodes": 1, "tasks_per_node": config.world_size, "timeout_min": 24 * 60}
-    slurm = slurm or SlurmOptions()
-    params: dict[str, Any] = {
-        "name": name,
-        "nodes": config.nodes,
-        "tasks_per_node": config.procs_per_node,
-        "timeout_min": slurm.time_min,
-    }
-    if slurm.partition:
-        params["slurm_partition"] = slurm.partition
-    if slurm.account:
-        params["slurm_account"] = slurm.account
-    if slurm.gres:
-        params["slurm_gres"] = slurm.gres
-    elif slurm.gpus_per_node:
-        params["gpus_per_node"] = slurm.gpus_per_node
-    if slurm.cpus_per_task:
-        params["cpus_per_task"] = slurm.cpus_per_task
-    return params
+def submitit_parameters(config: RunConfig, slurm: SlurmOptions | None = None) -> tuple[dict[str, Any], list[str]]:
+    """Exactly what `make_executor` passes to submitit's `update_parameters`, and the notes it prints.
+    On a mini cluster (no GPUs) GPU requests are dropped with a visible note, so the `paper`
+    profile's Slurm parameters resolve there too."""
+    params = executor_parameters(config, slurm)
+    notes: list[str] = []
+    if config.executor == "slurm" and on_minicluster():
+        params, notes = adapt_slurm_params(params)
+    return params, notes
 
 
 def make_executor(config: RunConfig, folder: str | Path, slurm: SlurmOptions | None = None) -> submitit.Executor:
-    """A submitit executor for the run. On a mini cluster (no GPUs) GPU requests are dropped with a
-    visible note, so the `paper` profile's Slurm parameters resolve there too."""
+    """A submitit executor for the run, after `prunex.slurm.check_submission` (one-line refusals)."""
+    check_submission(config, slurm)
     cluster = {"debug": "debug", "local": "local", "slurm": "slurm"}[config.executor]
     executor = submitit.AutoExecutor(folder=str(folder), cluster=cluster)
-    params = executor_parameters(config, slurm)
-    if config.executor == "slurm" and os.environ.get("PRUNEX_MINICLUSTER_DIR"):
-        params, notes = adapt_slurm_params(params)
-        for note in notes:
-            print(f"[{config.name}] note: {note}", file=sys.stderr, flush=True)
+    params, notes = submitit_parameters(config, slurm)
+    for note in notes:
+        print(f"[{config.name}] note: {note}", file=sys.stderr, flush=True)
     executor.update_parameters(**params)
     return executor
 
@@ -150,11 +137,7 @@ class TrainJob(submitit.helpers.Checkpointable):
         self.config, self.run_dir = config, run_dir
 
     def __call__(self) -> str:
-        # TorchDistributedEnvironment().export(), plus, on a mini cluster node, the launch node's
-        # address as MASTER_ADDR (node names do not resolve) and the node's interface for gloo.
-        env = export_torch_env(set_cuda_visible_devices=True)
-        if not _resolves(env.master_addr) and os.environ.get("SLURM_LAUNCH_NODE_IPADDR"):
-            os.environ["MASTER_ADDR"] = os.environ["SLURM_LAUNCH_NODE_IPADDR"]
+        export_job_env()
         from prunex.train import train
 
         preemption = checkpoint.Preemption.install()
@@ -168,6 +151,17 @@ class TrainJob(submitit.helpers.Checkpointable):
         finally:
             if preemption is not None:
                 preemption.uninstall()  # submitit's handler back in place (a no-op after hand_over)
+
+
+def export_job_env() -> None:
+    """In a task: `TorchDistributedEnvironment().export()` (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT,
+    ...) plus, on a mini cluster node, the launch node's address as MASTER_ADDR (node names do not
+    resolve) and the node's interface for gloo. `CUDA_VISIBLE_DEVICES` is left as the scheduler set
+    it (submitit's export would overwrite it with the local rank, the wrong GPU where the scheduler
+    already bound one per task); `prunex.device` picks among the GPUs the task sees."""
+    env = export_torch_env(set_cuda_visible_devices=False)
+    if not _resolves(env.master_addr) and os.environ.get("SLURM_LAUNCH_NODE_IPADDR"):
+        os.environ["MASTER_ADDR"] = os.environ["SLURM_LAUNCH_NODE_IPADDR"]
 
 
 def preflight(config: RunConfig) -> Path:
@@ -220,7 +214,8 @@ def launch(config: RunConfig, slurm: SlurmOptions | None = None, *, echo: bool =
             print(f"[{config.name}] already done: {run_dir_for(config)}", flush=True)
         return run_dir_for(config)
     executor = make_executor(config, run_dir / "submitit", slurm)
-    job = executor.submit(TrainJob(config, str(run_dir)))
+    with submission(f"run {config.name}"):
+        job = executor.submit(TrainJob(config, str(run_dir)))
     if echo:
         print(
             f"[{config.name}] submitted job {job.job_id} ({config.executor}, {config.nodes}x"
@@ -272,7 +267,7 @@ def submit_array(
     folder = Path(pending[0][0].results).resolve() / pending[0][0].experiment / "submitit"
     executor = make_executor(pending[0][0], folder, slurm)
     executor.update_parameters(name=f"prunex-{pending[0][0].experiment}")
-    with executor.batch():
+    with submission(f"the {len(pending)} runs of {pending[0][0].experiment}"), executor.batch():
         jobs = [executor.submit(TrainJob(c, str(d))) for c, d in pending]
     return [(c, d, j) for (c, d), j in zip(pending, jobs, strict=True)]
 

@@ -7,7 +7,9 @@ Options shared by every method: --epochs --batch-size --lr --seed --name --data-
 options: --grad-dtype (ddp), --topk-ratio (topk), --density (pactrain), and the ADMM and pruning
 options of hsadmm/flat_admm (--iterations --local-epochs --channel-keep --filter-keep
 --shape-keep --freeze-iteration --retrain-epochs --bucket-mb --rho-intra --rho-inter
---momentum-policy --average-bn-stats). The
+--momentum-policy --average-bn-stats). Device and cluster: --device auto|cuda|cpu and the Slurm
+options of `prunex.slurm` (--site --account --partition --time-min --gpus-per-node --gres
+--cpus-per-task --mem --sbatch KEY=VALUE). The
 configuration is validated before anything is launched: a bad value is one line on stderr and
 exit code 2.
 """
@@ -27,8 +29,9 @@ from prunex.config import (
     RunConfig,
     TopKConfig,
 )
-from prunex.launch import SlurmOptions, experiment_path, launch
+from prunex.launch import experiment_path, launch
 from prunex.lock import LockHeld, results_lock
+from prunex.slurm import add_cluster_options, check_submission, slurm_options_from_args
 
 # command-line option -> (nested config, field)
 _NESTED_OPTIONS = {
@@ -132,12 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--grad-dtype", choices=["fp32", "bf16", "fp16"])
     g.add_argument("--topk-momentum-correction", action="store_true", default=None)
     g.add_argument("--link-model", help="none, alpha-beta or netns-tc")
-    s = p.add_argument_group("slurm (defaults from PRUNEX_SLURM_* environment variables)")
-    s.add_argument("--partition")
-    s.add_argument("--account")
-    s.add_argument("--time-min", type=int)
-    s.add_argument("--gpus-per-node", type=int)
-    s.add_argument("--gres")
+    add_cluster_options(p)  # --device, --site, --account, ... (prunex.slurm)
     return p
 
 
@@ -155,23 +153,14 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     return RunConfig(**kwargs)
 
 
-def slurm_from_args(args: argparse.Namespace) -> SlurmOptions:
-    given = {
-        "partition": args.partition,
-        "account": args.account,
-        "time_min": args.time_min,
-        "gpus_per_node": args.gpus_per_node,
-        "gres": args.gres,
-    }
-    return SlurmOptions(**{k: v for k, v in given.items() if v is not None})
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         config = config_from_args(args)
+        slurm = slurm_options_from_args(args)
+        check_submission(config, slurm)  # no account, a torch that cannot run there: one line, nothing made
         with results_lock(config.results):
-            run_dir = launch(config, slurm_from_args(args))
+            run_dir = launch(config, slurm)
     except LockHeld as e:
         print(f"error: {e}", file=sys.stderr)
         return 3

@@ -154,15 +154,6 @@ def discover(
     return topo
 
 
-def device_for(topo: Topology) -> torch.device:
-    """One accelerator per process, chosen by the local rank; the CPU where there is none."""
-    if torch.cuda.is_available():
-        visible = torch.cuda.device_count()
-        # submitit's export() may already restrict CUDA_VISIBLE_DEVICES to this rank's GPU.
-        return torch.device("cuda", topo.local_rank % visible)
-    return torch.device("cpu")
-
-
 def backend_for(device: torch.device) -> str:
     return "nccl" if device.type == "cuda" else "gloo"
 
@@ -184,13 +175,17 @@ class Groups:
         return group
 
 
-def init_distributed(topo: Topology, device: torch.device, timeout_s: float) -> None:
-    """`init_process_group` from the env:// variables (MASTER_ADDR/PORT set by the launcher)."""
+def init_distributed(topo: Topology, device: torch.device, timeout_s: float, store: dist.Store | None = None) -> None:
+    """`init_process_group` on the job's rendezvous `store` (`prunex.device.place` made it and checked
+    that every rank agrees on the device), or from the env:// variables (MASTER_ADDR/PORT set by the
+    launcher) when none is given. The device (`prunex.device`) is chosen before: CUDA when it is a GPU."""
     if dist.is_initialized():
         return
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    kwargs = {"device_id": device} if device.type == "cuda" else {}
+    kwargs: dict = {"device_id": device} if device.type == "cuda" else {}  # eager NCCL init (torch >= 2.3)
+    if store is not None:  # what init_process_group does with the store it makes from env://
+        kwargs["store"] = dist.PrefixStore("default_pg", store)
     dist.init_process_group(
         backend=backend_for(device),
         rank=topo.rank,

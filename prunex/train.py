@@ -53,18 +53,19 @@ from prunex import checkpoint
 from prunex.comm import Comm
 from prunex.config import RunConfig
 from prunex.data import load_dataset
+from prunex.device import machine_rank, place
 from prunex.evaluation import average_bn, combine, count_correct, held_out_slice, recalibrate_bn
 from prunex.log import RunLog, collect_meta, merge_parts, write_atomic, write_json, write_meta
 from prunex.methods import method_class
 from prunex.methods.base import Context, Method
 from prunex.minicluster.wire import LINK_MODEL, link_model_active, read_counters
 from prunex.models import build_model
-from prunex.topology import backend_for, build_groups, device_for, discover, init_distributed
+from prunex.topology import backend_for, build_groups, discover, init_distributed
 
 
-def _set_threads(world_on_machine: int) -> None:
+def _set_threads(world_on_machine: int, device: torch.device) -> None:
     """Share the CPU among the processes of this machine instead of oversubscribing it."""
-    if torch.cuda.is_available() or "OMP_NUM_THREADS" in os.environ:
+    if device.type == "cuda" or "OMP_NUM_THREADS" in os.environ:
         return
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(world_on_machine, 1)))
 
@@ -79,10 +80,10 @@ def train(config: RunConfig, run_dir: str | Path) -> Path:
     """Run one training run on this rank; returns the run directory."""
     run_dir = Path(run_dir)
     topo = discover(config.nodes, config.procs_per_node)
-    device = device_for(topo)
-    on_machine = int(os.environ.get("LOCAL_WORLD_SIZE") or (topo.world_size if topo.emulated else topo.procs_per_node))
-    _set_threads(on_machine)
-    init_distributed(topo, device, config.collective_timeout_s)
+    # the device of --device (auto, cuda, cpu), checked and agreed on by every rank before any collective
+    device, store = place(config.device, topo, config.collective_timeout_s)
+    _set_threads(machine_rank(topo)[1], device)
+    init_distributed(topo, device, config.collective_timeout_s, store)
     try:
         return _train(config, run_dir, topo, device)
     finally:
@@ -164,7 +165,7 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
                 next(ctx.model.parameters()).fill_(float("nan"))
         if k == preempt_at and topo.rank == topo.world_size - 1:
             checkpoint.inject_signal_for_tests()
-        t0 = time.perf_counter()
+        span = comm.timer.start()  # the device's clock, as every comm and compute time (prunex.timing)
         try:
             result = method.train_iteration(k)
         except Exception as e:  # name the rank, the iteration and the phase, then let the job fail
@@ -173,9 +174,10 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
                 f"rank {topo.rank} (node {topo.node}) failed in iteration {k} during {phase}: "
                 f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             ) from e
-        iter_s = time.perf_counter() - t0
+        span.stop()
+        records = comm.drain()  # after the iteration: reads its spans (CUDA: waits for their events)
+        iter_s = span.seconds
         wall += iter_s
-        records = comm.drain()
         comm_s = sum(r["seconds"] for r in records if r["iteration"] == k)
         last = k + 1 == total or method.finished
         test_acc, reason = float("nan"), None

@@ -1,4 +1,4 @@
-"""The experiment suite: every module, every profile, dry runs, golden Slurm parameters, smoke."""
+"""The experiment suite: every module, every profile, dry runs, smoke (golden Slurm parameters: test_slurm.py)."""
 
 import importlib
 import json
@@ -11,9 +11,7 @@ from experiments import all as all_experiments
 from experiments import cli
 from experiments.common import PROFILE_NAMES
 from prunex.config import RunConfig
-from prunex.launch import SlurmOptions, executor_parameters
 
-GOLDEN = Path(__file__).parent / "golden" / "slurm_paper.json"
 MODULES = all_experiments.EXPERIMENTS
 
 
@@ -28,25 +26,41 @@ def test_runs_are_unique_and_valid(name: str, profile: str) -> None:
     assert {c.experiment for c in configs} == {name} and {c.profile for c in configs} == {profile}
     if profile == "paper":
         assert {c.dataset for c in configs} == {"cifar10"} and {c.executor for c in configs} == {"slurm"}
+        assert {c.device for c in configs} == {"cuda"}  # no silent CPU in the paper profile
         assert all(c.procs_per_node == 4 and c.batch_size == 128 and c.lr == 1e-3 for c in configs)
+    else:
+        assert {c.device for c in configs} == {"cpu"}
 
 
-def test_dry_run_prints_every_run_and_submits_nothing(tmp_path: Path, capsys) -> None:
+def test_dry_run_prints_every_run_and_submits_nothing(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.delenv("PRUNEX_MINICLUSTER_DIR", raising=False)
     results = tmp_path / "r"
     argv = ["--profile", "paper", "--results", str(results), "--dry-run", "--partition", "gpu"]
     assert cli.main("pareto", importlib.import_module("experiments.pareto").runs, None, argv) == 0
-    lines = [json.loads(x) for x in capsys.readouterr().out.strip().splitlines()]
+    out, err = capsys.readouterr()
+    lines = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
     assert len(lines) == 30 and all(x["params"]["slurm_partition"] == "gpu" for x in lines)
+    assert all(x["params"]["gpus_per_node"] == 4 for x in lines)  # one GPU per task, without a site too
+    assert all(x["device"] == "cuda" and x["estimate"] is None for x in lines)  # no site: nothing to estimate on
+    assert "[pareto] 30 runs; no GPU-hour estimate" in out
+    assert "--account is required" in err  # what a real submission would refuse, said once
     assert not results.exists()
 
 
-def test_golden_slurm_parameters_of_the_paper_profile() -> None:
-    slurm = SlurmOptions(partition="gpu", account="project_2001234", time_min=120, gres="gpu:v100:4", cpus_per_task=10)
-    golden = json.loads(GOLDEN.read_text())
-    for name in ("volume", "strong_scaling"):
-        module = importlib.import_module(f"experiments.{name}")
-        got = {c.name: executor_parameters(c, slurm) for c in cli.resolve(name, module.runs, "paper", None, "r")}
-        assert got == golden[name]
+def test_dry_run_of_all_experiments_totals_the_estimated_gpu_hours(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.delenv("PRUNEX_MINICLUSTER_DIR", raising=False)
+    argv = ["--profile", "paper", "--site", "puhti", "--account", "X", "--dry-run", "--results", str(tmp_path / "r")]
+    assert all_experiments.main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    rows = [json.loads(x) for x in out if x.startswith("{")]
+    per_experiment = [x for x in out if x.startswith("[") and "GPU-hours estimated" in x and not x.startswith("[all]")]
+    assert len(rows) == 58 and len(per_experiment) == len(MODULES)
+    total = sum(r["estimate"]["gpu_hours"] for r in rows)
+    assert all(r["estimate"]["cluster"] == "puhti" and r["estimate"]["gpu_hours"] > 0 for r in rows)
+    assert all(r["params"]["timeout_min"] == r["estimate"]["time_limit_min"] for r in rows)
+    summary = out[-1]
+    assert summary.startswith("[all] 58 runs in 8 experiments: ") and "GPU-hours estimated" in summary
+    assert float(summary.split(": ")[1].split()[0]) == pytest.approx(total, abs=0.1 + 0.01 * len(rows))
 
 
 def test_bad_input_is_one_line_before_launch(tmp_path: Path, capsys) -> None:

@@ -28,6 +28,7 @@ class ConsensusResult:
     frozen: bool  # the mask was frozen during this iteration
     residual_rows: list[dict] = field(default_factory=list)
     mask_rows: list[dict] = field(default_factory=list)
+    overhead_rows: list[dict] = field(default_factory=list)  # compress/decompress seconds (H-SADMM)
 
 
 class ConsensusEngine:

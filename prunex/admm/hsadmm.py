@@ -106,8 +106,9 @@ class HSADMM(ConsensusEngine):
                 drift = {n: new_masks[n].drift(self.masks[n]) for n in self.sparsity}
                 self.masks = new_masks
             froze_now = self.freeze.observe(k, sum(drift.values()) if self.sparsity else None)
+        spans: dict[str, list] = {"compress": [], "decompress": []}  # device-clock spans, read at the end
         z_new, global_buffers = inter_node_average(
-            self.z_node, self.v, self.masks, node_buffers, self.inter_buckets, comm
+            self.z_node, self.v, self.masks, node_buffers, self.inter_buckets, comm, spans=spans
         )
 
         # Phase 5 (lines 23-31): the z update, dual updates, residuals, penalty balancing.
@@ -152,4 +153,10 @@ class HSADMM(ConsensusEngine):
             rebalance(self.rho_intra, self.u, {n: r[0] for n, r in residuals.items()}, self.cfg)
             rebalance(self.rho_inter, self.v, {n: r[1] for n, r in residuals.items()}, self.cfg)
         mask_rows = self.mask_rows(k, drift, self.node_masks if dynamic else None)
-        return ConsensusResult(converged, froze_now, rows, mask_rows)
+        overhead = {
+            "iteration": k,
+            "rank": topo.rank,
+            "compress_s": sum((t.seconds for t in spans["compress"]), 0.0),  # leaders only
+            "decompress_s": sum((t.seconds for t in spans["decompress"]), 0.0),
+        }
+        return ConsensusResult(converged, froze_now, rows, mask_rows, [overhead])

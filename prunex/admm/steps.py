@@ -25,6 +25,7 @@ from torch import Tensor
 from prunex.comm import Comm, compress, decompress
 from prunex.comm.bucket import Bucketer
 from prunex.pruning import GroupMask, LayerSparsity, project_groups
+from prunex.timing import Span
 
 
 def sum_theta_plus_u(
@@ -104,6 +105,8 @@ def inter_node_average(
     buffers: Mapping[str, Tensor],
     buckets: Bucketer,
     comm: Comm,
+    *,
+    spans: dict[str, list[Span]] | None = None,
 ) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
     """Phase 4 (Alg. 1 lines 19-22 and 25; eq. (15), sec. 4.4): the new global z.
 
@@ -113,12 +116,17 @@ def inter_node_average(
     21). Then a Broadcast of the compact buckets to the node's workers (line 25) and `decompress` into
     full-size tensors, zero off the support (line 22, sec. 4.4.3). Buckets are laid out once per set of
     compact sizes, so they are reused once the mask is frozen. Returns the new z per parameter and the
-    globally averaged buffers (views into the buckets where no decompression is needed).
+    globally averaged buffers (views into the buckets where no decompression is needed). With
+    ``spans`` given, the compress (leaders only) and decompress intervals are appended to its
+    ``"compress"`` and ``"decompress"`` lists on the device's clock (`prunex.timing`), to be read after
+    the step.
     """
     names, bnames = list(z_node), list(buffers)
+    spans = {"compress": [], "decompress": []} if spans is None else spans
     shapes = [masks[n].compact_shape if n in masks else tuple(z_node[n].shape) for n in names]
     buckets.layout([math.prod(s) for s in shapes] + [buffers[b].numel() for b in bnames])
     if comm.topo.is_leader:
+        span = comm.timer.start()
         for i, n in enumerate(names):
             c = z_node[n] + v[n]
             if n in masks:
@@ -127,13 +135,16 @@ def inter_node_average(
                 buckets.view(i).copy_(c.reshape(-1))
         for j, b in enumerate(bnames):
             buckets.view(len(names) + j).copy_(buffers[b].reshape(-1))
+        spans.setdefault("compress", []).append(span.stop())
         buckets.all_reduce(comm, "inter", "avg")
     buckets.broadcast(comm, "intra")
     z = {}
     for i, n in enumerate(names):
         view = buckets.view(i, shapes[i])
         if n in masks:
+            span = comm.timer.start()
             z[n] = decompress(view, masks[n].out_idx, masks[n].in_idx, z_node[n].shape)
+            spans.setdefault("decompress", []).append(span.stop())
         else:
             z[n] = view.reshape(z_node[n].shape)
     return z, {b: buckets.view(len(names) + j, buffers[b].shape) for j, b in enumerate(bnames)}

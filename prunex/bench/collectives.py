@@ -308,11 +308,12 @@ class BenchJob:
 
         from prunex.comm import Comm
         from prunex.config import LinkConfig
+        from prunex.device import device_for
         from prunex.minicluster.wire import LINK_MODEL, link_model_active
-        from prunex.topology import build_groups, device_for, discover, init_distributed
+        from prunex.topology import build_groups, discover, init_distributed
 
         topo = discover(s["nodes"], s["procs_per_node"])
-        device = device_for(topo)
+        device = device_for("auto", topo)
         if device.type == "cpu" and "OMP_NUM_THREADS" not in os.environ:
             on_machine = topo.world_size if topo.emulated else topo.procs_per_node
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // on_machine))
@@ -450,6 +451,7 @@ def run(
             nodes=nodes,
             procs_per_node=procs_per_node,
             executor=executor,
+            device="auto",  # the sweep runs where it lands: GPUs on a GPU cluster, the CPU on the mini cluster
             name="bench-collectives",
             experiment="bench",
             results=str(Path(folder).parent),

@@ -25,9 +25,9 @@ temporary results directory (kept with ``--results``), reads each run's ``steps.
 - *comm s/it*: ``steps.comm_s`` (mean over ranks of the recorded collective seconds). DDP's
   seconds run from a bucket's launch to its completion and overlap the backward pass.
 - *overhead s/it*: compression work outside communication from the ``overhead`` table:
-  Top-K selection + scatter, PacTrain pack + unpack (+ mask computation); 0 for ddp (the bf16
-  cast happens inside DDP's hook and is part of its comm seconds); "-" where a method does not
-  record it (the ADMM methods).
+  Top-K selection + scatter, PacTrain pack + unpack (+ mask computation), H-SADMM compress
+  (leaders) + decompress; 0 for ddp (the bf16 cast happens inside DDP's hook and is part of its
+  comm seconds); "-" where a method does not record it (flat_admm, which does not shrink).
 - *iter s*: ``steps.iter_s``, wall time of the iteration (evaluation excluded), mean over ranks.
 - *iter s/1k samples*: iter s per 1000 samples, the per-sample cost that compares SGD and ADMM
   iterations.

@@ -1,10 +1,14 @@
 """The one layer every collective of every method goes through: timed and byte-counted.
 
 Each call records, for this rank: iteration, level (`intra`, `inter`, `flat`), op (`allreduce`,
-`broadcast`, `allgather`, `mask_sync`), payload bytes, seconds (synchronised on CUDA), and the
-estimated bytes it put on inter- and intra-node links (`prunex.comm.volume`). Methods never call
-`torch.distributed` collectives directly, so the volume accounting is complete; DDP's own
-collectives are recorded by its communication hook through `record_future`.
+`broadcast`, `allgather`, `mask_sync`), payload bytes, seconds, and the estimated bytes it put on
+inter- and intra-node links (`prunex.comm.volume`). Methods never call `torch.distributed`
+collectives directly, so the volume accounting is complete; DDP's own collectives are recorded by
+its communication hook through `record_future`.
+
+Seconds come from the device's clock (`prunex.timing`): `perf_counter` around the call on the CPU,
+CUDA events on the current stream on a GPU, read when the trainer drains the records after the
+iteration (`drain`), so timing never synchronises the GPU inside a step.
 
 Only collectives that exist on both NCCL and gloo are used: SUM, MAX and AVG reductions (AVG is
 done as SUM then divide, because gloo has no AVG), broadcast and all_gather.
@@ -15,7 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 
 import torch
 import torch.distributed as dist
@@ -23,7 +27,8 @@ import torch.distributed as dist
 from prunex import commcost
 from prunex.comm.volume import group_members, wire_bytes
 from prunex.commcost import Link
-from prunex.config import LinkConfig
+from prunex.config import ConfigError, LinkConfig
+from prunex.timing import Span, timer_for
 from prunex.topology import Groups, Topology
 
 
@@ -35,7 +40,7 @@ class CommRecord:
     level: str
     op: str
     bytes: int
-    seconds: float
+    seconds: float | Span  # a Span until `Comm.drain` reads it (after the iteration)
     inter_bytes: float
     intra_bytes: float
 
@@ -65,13 +70,19 @@ class Comm:
     Args:
         topo: this rank's topology.
         groups: its process groups.
-        device: where its tensors live (timing synchronises CUDA).
-        link: link model; `alpha-beta` adds modelled delays to inter-node collectives.
+        device: where its tensors live; its clock times the collectives (`prunex.timing`).
+        link: link model; `alpha-beta` adds modelled delays to inter-node collectives (CPU only).
     """
 
     def __init__(self, topo: Topology, groups: Groups, device: torch.device, link: LinkConfig | None = None):
         self.topo, self.groups, self.device = topo, groups, device
         self.link_model = (link or LinkConfig()).model
+        if self.link_model == "alpha-beta" and device.type == "cuda":
+            # the modelled delay is a host sleep, which a GPU's event clock does not see
+            raise ConfigError(
+                "the alpha-beta link model emulates slow links for CPU runs; on GPUs use --link-model none"
+            )
+        self.timer = timer_for(device)
         self._alpha_beta = AlphaBetaLink(link) if link is not None and link.model == "alpha-beta" else None
         self.iteration = 0
         self.current: str | None = None  # the collective in flight, for error messages
@@ -79,12 +90,9 @@ class Comm:
         self.job_inter_bytes = 0.0  # all members' inter-node bytes of the calls this rank joined
 
     # -- bookkeeping ------------------------------------------------------------------------------
-    def _sync(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-
-    def record(self, level: str, op: str, nbytes: int, seconds: float, root: int = 0) -> CommRecord:
-        """Record one collective (used directly by asynchronous paths such as DDP's hook)."""
+    def record(self, level: str, op: str, nbytes: int, seconds: float | Span, root: int = 0) -> CommRecord:
+        """Record one collective (used directly by asynchronous paths such as DDP's hook); `seconds`
+        may be a stopped `Span`, read at `drain`."""
         inter, intra = wire_bytes(self.topo, level, op, nbytes, root)
         rec = CommRecord(self.iteration, self.topo.rank, self.topo.node, level, op, int(nbytes), seconds, inter, intra)
         self.records.append(rec)
@@ -96,34 +104,45 @@ class Comm:
 
     @contextmanager
     def _timed(self, level: str, op: str, nbytes: int, root: int = 0) -> Iterator[None]:
-        self._sync()
         self.current = f"{level} {op}"
-        t0 = time.perf_counter()
+        span = self.timer.start()
         yield
-        self._sync()
         self.current = None
         if self._alpha_beta is not None:
             time.sleep(self._alpha_beta.delay(self.topo, level, op, nbytes))
-        self.record(level, op, nbytes, time.perf_counter() - t0, root)
+        self.record(level, op, nbytes, span.stop(), root)
 
     def record_future(self, fut: torch.futures.Future, level: str, op: str, nbytes: int) -> torch.futures.Future:
-        """Record an asynchronous collective when its future completes (seconds from launch)."""
-        t0 = time.perf_counter()
+        """Record an asynchronous collective from its launch to its completion.
+
+        The span starts here, just after the launch (on CUDA: on the stream that produced the
+        bucket, i.e. the backward pass), and stops in the future's callback: on the CPU when gloo
+        has finished; on CUDA on the callback's stream, which torch makes wait for the collective
+        (NCCL marks the future complete at enqueue, so a host clock there would read ~0). The
+        seconds are read after the step (`drain`).
+        """
+        span = self.timer.start()
         iteration = self.iteration
 
         def done(f: torch.futures.Future) -> torch.Tensor:
             if self._alpha_beta is not None:  # the modelled link holds the result back, as a slow link would
                 time.sleep(self._alpha_beta.delay(self.topo, level, op, nbytes))
             saved, self.iteration = self.iteration, iteration
-            self.record(level, op, nbytes, time.perf_counter() - t0)
+            self.record(level, op, nbytes, span.stop())
             self.iteration = saved
             return f.value()[0] if isinstance(f.value(), list) else f.value()
 
         return fut.then(done)
 
     def drain(self) -> list[dict]:
-        """Hand over (and forget) the records made so far, as dicts."""
-        out = [asdict(r) for r in self.records]
+        """Hand over (and forget) the records made so far, as dicts, their seconds read (on CUDA this
+        waits for the recorded events: call it after the iteration)."""
+        out = []
+        for r in self.records:
+            row = {f.name: getattr(r, f.name) for f in fields(r)}
+            if isinstance(row["seconds"], Span):
+                row["seconds"] = row["seconds"].seconds
+            out.append(row)
         self.records.clear()
         return out
 

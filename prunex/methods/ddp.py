@@ -8,11 +8,12 @@ gradient AllReduce is observed through a DDP communication hook that wraps the d
 Choices: `broadcast_buffers=False`, so that every byte DDP sends goes through the hook
 (BatchNorm running statistics stay per rank; rank 0's are the ones evaluated). The one-off
 parameter broadcast in DDP's constructor is recorded as a flat broadcast of iteration 0.
-Recorded seconds run from a bucket's launch to its completion and overlap the backward pass.
+Recorded seconds run from a bucket's launch to its completion and overlap the backward pass; on a
+GPU they are CUDA events read after the step (`prunex.comm.Comm.record_future`), because NCCL
+completes the hook's future when the collective is enqueued, not when it has run.
 """
 
 # No `from __future__ import annotations`: DDP checks the hook's annotations at run time.
-import time
 from typing import Any
 
 import torch
@@ -51,7 +52,7 @@ class DDP(StepwiseMethod):
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         cfg = ctx.config
-        t0 = time.perf_counter()
+        span = ctx.comm.timer.start()
         self.ddp = DistributedDataParallel(
             ctx.model,
             device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None,
@@ -61,7 +62,7 @@ class DDP(StepwiseMethod):
         )
         # DDP's constructor broadcasts the parameters from rank 0 (not the buffers: broadcast_buffers=False)
         param_bytes = sum(p.numel() * p.element_size() for p in ctx.model.parameters())
-        ctx.comm.record("flat", "broadcast", param_bytes, time.perf_counter() - t0, root=0)
+        ctx.comm.record("flat", "broadcast", param_bytes, span.stop(), root=0)
         self.ddp.register_comm_hook((ctx.comm, ctx.groups.flat), recording_hook(cfg.ddp.grad_dtype))
         self.optimizer = self.make_sgd(self.ddp.parameters())
 

@@ -92,6 +92,7 @@ class ADMMMethod(Method):
         result = self.engine.consensus(k, force_frozen=retraining)
         self.ctx.log.append("residuals", result.residual_rows)
         self.ctx.log.append("masks", result.mask_rows)
+        self.ctx.log.append("overhead", result.overhead_rows)
         if retraining:
             self.retrain_left = (a.retrain_epochs if self.retrain_left is None else self.retrain_left) - 1
         elif result.converged and a.stop_on_convergence:

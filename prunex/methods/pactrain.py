@@ -42,20 +42,21 @@ The abstract leaves the design open; the choices made here:
 - *Payload*: per step, ``4 * (sum over pruned tensors of keep_count(numel, d) + #1-D entries)``
   bytes per rank, against ``4 * #parameters`` for DDP.
 
-Overhead: the seconds spent packing and unpacking (CUDA synchronised), and computing the mask on
-update iterations, are logged per step and rank in the ``overhead`` table (``pack_s``,
-``unpack_s``, ``mask_s``), apart from communication.
+Overhead: the seconds spent packing and unpacking, and computing the mask on update iterations,
+are logged per step and rank in the ``overhead`` table (``pack_s``, ``unpack_s``, ``mask_s``),
+apart from communication, on the device's clock (`prunex.timing`: CUDA events on a GPU, read at
+the end of the step).
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import torch
 
 from prunex.methods.base import Context, StepwiseMethod, check_finite, load_model_state, model_state
 from prunex.pruning.project import keep_count
+from prunex.timing import Span
 
 
 def prune_schedule(density: float, prune_epochs: int, prune_every: int) -> dict[int, float]:
@@ -103,7 +104,7 @@ class PacTrain(StepwiseMethod):
         self.density = 1.0
         self.mask_epoch = -1  # epoch of the last mask update (resume does not repeat it)
         self.optimizer = self.make_sgd(params)
-        self._mask_s = 0.0
+        self._mask_spans: list[Span] = []  # mask computation since the last logged step
         self._layout()
 
     # -- masks ------------------------------------------------------------------------------------
@@ -117,18 +118,16 @@ class PacTrain(StepwiseMethod):
     def update_mask(self, density: float) -> None:
         """Rank 0 computes the per-layer magnitude mask at `density`; every rank receives it."""
         comm = self.ctx.comm
-        self._sync()
-        t0 = time.perf_counter()
+        span = comm.timer.start()
         flat = torch.zeros(sum(p.numel() for p in self.pruned), dtype=torch.uint8, device=self.ctx.device)
         if self.ctx.topo.rank == 0:
             pos = 0
             for p, m in zip(self.pruned, self.masks, strict=True):
                 flat[pos : pos + p.numel()] = magnitude_mask(p, m, density).reshape(-1).to(torch.uint8)
                 pos += p.numel()
-        self._sync()
-        self._mask_s += time.perf_counter() - t0
+        self._mask_spans.append(span.stop())
         comm.broadcast(flat, "flat", src=0)
-        t0 = time.perf_counter()
+        span = comm.timer.start()
         pos = 0
         for i, p in enumerate(self.pruned):
             self.masks[i] = flat[pos : pos + p.numel()].view_as(p).bool()
@@ -136,8 +135,7 @@ class PacTrain(StepwiseMethod):
         self.density = density
         self._apply_mask(momentum=True)
         self._layout()
-        self._sync()
-        self._mask_s += time.perf_counter() - t0
+        self._mask_spans.append(span.stop())
 
     @torch.no_grad()
     def _apply_mask(self, momentum: bool = False) -> None:
@@ -154,10 +152,6 @@ class PacTrain(StepwiseMethod):
             self.mask_epoch = epoch
 
     # -- one step ---------------------------------------------------------------------------------
-    def _sync(self) -> None:
-        if self.ctx.device.type == "cuda":
-            torch.cuda.synchronize(self.ctx.device)
-
     @torch.no_grad()
     def _pack(self) -> None:
         buf, pos = self.buffer, 0
@@ -196,18 +190,16 @@ class PacTrain(StepwiseMethod):
         loss = self.criterion(model(x), y)
         loss.backward()
 
-        self._sync()
-        t0 = time.perf_counter()
+        timer = ctx.comm.timer
+        pack = timer.start()
         self._pack()
-        self._sync()
-        pack_s = time.perf_counter() - t0
+        pack.stop()
 
         ctx.comm.all_reduce(self.buffer, "flat", "avg")
 
-        t0 = time.perf_counter()
+        unpack = timer.start()
         self._unpack()
-        self._sync()
-        unpack_s = time.perf_counter() - t0
+        unpack.stop()
 
         self.optimizer.step()
         self._apply_mask()
@@ -218,13 +210,13 @@ class PacTrain(StepwiseMethod):
                     "iteration": ctx.comm.iteration,
                     "rank": ctx.topo.rank,
                     "density": self.density,
-                    "pack_s": pack_s,
-                    "unpack_s": unpack_s,
-                    "mask_s": self._mask_s,
+                    "pack_s": pack.seconds,
+                    "unpack_s": unpack.seconds,
+                    "mask_s": sum((m.seconds for m in self._mask_spans), 0.0),
                 }
             ],
         )
-        self._mask_s = 0.0
+        self._mask_spans.clear()
         return check_finite(loss.item(), "pactrain step")
 
     # -- resume -----------------------------------------------------------------------------------

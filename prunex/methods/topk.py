@@ -27,9 +27,9 @@ in `ddp`; at ratio 1.0 the step equals DDP's. BatchNorm running statistics stay 
 `ddp` (``broadcast_buffers=False``).
 
 Overhead: the seconds spent selecting (residual add, ``topk``, residual update, packing) and
-scattering (``index_add_``, unpacking) are measured apart from communication (CUDA
-synchronised) and logged per step and rank in the ``overhead`` table (``select_s``,
-``scatter_s``).
+scattering (``index_add_``, unpacking) are measured apart from communication, on the device's
+clock (`prunex.timing`: CUDA events on a GPU, read at the end of the step), and logged per step
+and rank in the ``overhead`` table (``select_s``, ``scatter_s``).
 
 Switches of `TopKConfig` (off by default, to match the paper's plain Top-K baseline):
 
@@ -49,7 +49,6 @@ Switches of `TopKConfig` (off by default, to match the paper's plain Top-K basel
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import torch
@@ -138,10 +137,6 @@ class TopK(StepwiseMethod):
         self.set_ratio(warmup_ratio(self.tk.ratio, epoch, self.tk.warmup_epochs))
 
     # -- one step ---------------------------------------------------------------------------------
-    def _sync(self) -> None:
-        if self.ctx.device.type == "cuda":
-            torch.cuda.synchronize(self.ctx.device)
-
     @torch.no_grad()
     def _select(self) -> None:
         """Error feedback + Top-K of every sparse tensor, packed into the send buffers."""
@@ -204,19 +199,17 @@ class TopK(StepwiseMethod):
         loss = self.criterion(model(x), y)
         loss.backward()
 
-        self._sync()
-        t0 = time.perf_counter()
+        timer = ctx.comm.timer
+        select = timer.start()
         self._select()
-        self._sync()
-        select_s = time.perf_counter() - t0
+        select.stop()
 
         values = ctx.comm.all_gather(self.values_buf, "flat")
         indices = ctx.comm.all_gather(self.index_buf, "flat")
 
-        t0 = time.perf_counter()
+        scatter = timer.start()
         self._scatter(values, indices)
-        self._sync()
-        scatter_s = time.perf_counter() - t0
+        scatter.stop()
 
         self._dense_allreduce()
         self.optimizer.step()
@@ -227,8 +220,8 @@ class TopK(StepwiseMethod):
                     "iteration": ctx.comm.iteration,
                     "rank": ctx.topo.rank,
                     "ratio": self.ratio,
-                    "select_s": select_s,
-                    "scatter_s": scatter_s,
+                    "select_s": select.seconds,
+                    "scatter_s": scatter.seconds,
                 }
             ],
         )

@@ -114,11 +114,13 @@ class ModelSpec:
 @lru_cache(maxsize=16)
 def model_spec(name: str) -> ModelSpec:
     """The :class:`ModelSpec` of ``prunex.models.build_model(name)``."""
+    import torch
     from torch import nn
 
     from prunex.models import build_model
 
-    model = build_model(name)
+    with torch.device("meta"):  # shapes only: no memory, no random initialisation (seconds for ResNet-152)
+        model = build_model(name)
     convs = {
         f"{m}.weight" if m else "weight": mod.in_channels
         for m, mod in model.named_modules()

@@ -51,6 +51,7 @@ def _config(method: str, data_root: Path, results: Path, **kw) -> RunConfig:
         nodes=kw.pop("nodes", 2),
         procs_per_node=kw.pop("procs_per_node", 2),
         executor="slurm",
+        device="cpu",  # the mini cluster has no GPUs (the slurm executor defaults to cuda)
         epochs=kw.pop("epochs", 2),
         data_root=str(data_root),
         results=str(results),

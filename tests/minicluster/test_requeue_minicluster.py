@@ -41,6 +41,7 @@ def _config(data_root: Path, results: Path, name: str) -> RunConfig:
         nodes=2,
         procs_per_node=1,
         executor="slurm",
+        device="cpu",  # the mini cluster has no GPUs (the slurm executor defaults to cuda)
         admm=admm,
         train_subset=128,
         bn_batches=1,

@@ -1,0 +1,149 @@
+"""How long one run takes on a described cluster, its GPU-hours, and the Slurm time limit to ask for.
+
+    python -c "from experiments.common import profile, run; from prunex.estimate import estimate_run; \\
+        print(estimate_run(run(profile('paper'), 'x', 'hsadmm', 'h'), 'puhti'))"
+
+`estimate_run(config, cluster)` is the one estimate every caller uses (`--dry-run`, the doctor,
+each run's Slurm time limit, budgets). It prices the run with the performance model
+(`prunex.perfmodel`) on a cluster file (`clusters/<name>.json`), from the run's own configuration:
+
+- **training**, SGD methods (ddp, topk, pactrain): ``epochs x epoch_cost(...).epoch_s`` (steps of
+  ``batch_size`` over the rank's shard ``floor(D / N)``, communication per step, DDP's overlap);
+  ADMM methods: ``iterations x`` one outer iteration (E local epochs + consensus) with the mask
+  dynamic in ``min(freeze_iteration, iterations) / iterations`` of them, plus ``retrain_epochs x``
+  a frozen-mask iteration of one local epoch. An ADMM run that converges early stops sooner: the
+  estimate is then an upper bound.
+- **evaluation**: every evaluation point (`prunex.train`, `prunex.evaluation`: each rank re-estimates
+  BatchNorm on ``bn_batches`` batches of its shard and evaluates its 1/N slice of the test split)
+  costs forward passes only, ``(ceil(test images / N) + bn_batches x batch_size) x
+  compute_s_per_sample / 3`` of wall time (the backward pass is about twice the forward:
+  `prunex.perfmodel.workload.Options.backward_fraction`).
+- **not modelled**: queueing, start-up (module load, data loading, NCCL initialisation), checkpoint
+  writes. The time limit covers them with the site's margin (`prunex.sites.TimeLimitPolicy`).
+
+GPU-hours are ``seconds x GPUs / 3600`` of the estimate (what the run is expected to use); the time
+limit is what Slurm reserves at most. Both are model numbers, as good as the cluster file: Puhti's
+compute per sample is a FLOP-scaled estimate, not a measurement (`clusters/puhti.json`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from pathlib import Path
+
+from prunex.config import RunConfig
+from prunex.methods.registry import method_info
+from prunex.perfmodel.calibrate import CalibrationError, Cluster, load_cluster
+from prunex.perfmodel.workload import (
+    Device,
+    Options,
+    epoch_cost,
+    iteration_cost,
+    method_workload,
+    model_spec,
+)
+from prunex.sites import TimeLimitPolicy
+
+TEST_SIZES = {"cifar10": 10_000, "digits": 359}  # held-out images, split among the ranks (prunex.data)
+FORWARD_SHARE = 1.0 / 3.0  # forward pass of a training step's forward + backward (~2x forward) + update
+
+
+class EstimateError(CalibrationError):
+    """The cluster file cannot price this run (e.g. no compute time for its model)."""
+
+
+@dataclass(frozen=True)
+class RunEstimate:
+    run: str
+    cluster: str
+    gpus: int
+    train_s: float
+    eval_s: float
+    time_limit_min: int | None  # with the policy's margin (None: no policy given)
+
+    @property
+    def seconds(self) -> float:
+        return self.train_s + self.eval_s
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.seconds * self.gpus / 3600.0
+
+    def as_dict(self) -> dict[str, float | int | str | None]:
+        return {
+            "cluster": self.cluster,
+            "hours": round(self.seconds / 3600.0, 3),
+            "gpu_hours": round(self.gpu_hours, 2),
+            "time_limit_min": self.time_limit_min,
+        }
+
+
+@lru_cache(maxsize=8)
+def _cluster(name_or_path: str) -> Cluster:
+    return load_cluster(name_or_path)
+
+
+def options_for(config: RunConfig) -> Options:
+    """The perf model's options of a run configuration (`Options.from_config`), with the share of
+    dynamic-mask iterations taken over the outer loop alone: `estimate_run` prices the retraining
+    iterations apart, with a frozen mask."""
+    a = config.admm
+    return replace(Options.from_config(config), dynamic_fraction=min(a.freeze_iteration, a.iterations) / a.iterations)
+
+
+def _evaluations(iterations: int, eval_every: int) -> int:
+    """Evaluation points of `iterations` epochs (SGD) or outer iterations (ADMM): every
+    `eval_every`-th and the last (`prunex.methods`)."""
+    return iterations // eval_every + (1 if iterations % eval_every else 0)
+
+
+def estimate_run(
+    config: RunConfig,
+    cluster: str | Path | Cluster,
+    policy: TimeLimitPolicy | None = None,
+    max_time_min: int | None = None,
+) -> RunEstimate:
+    """The modelled duration of `config` on `cluster` (module docstring), and with `policy` the Slurm
+    time limit (clamped to `max_time_min`). Raises `EstimateError` when the cluster file lacks what
+    the run needs."""
+    c = cluster if isinstance(cluster, Cluster) else _cluster(str(cluster))
+    per_sample = c.compute_s_per_sample.get(config.model)
+    if per_sample is None:
+        raise EstimateError(
+            f"cluster file {c.path or c.name} has no compute_s_per_sample for {config.model!r} "
+            f"(has: {', '.join(sorted(c.compute_s_per_sample)) or 'none'}); give --time-min"
+        )
+    if config.dataset not in c.dataset_sizes:
+        raise EstimateError(f"cluster file {c.path or c.name} does not know the size of {config.dataset!r}")
+    size = c.dataset_sizes[config.dataset]
+    if config.train_subset:
+        size = min(size, config.train_subset)
+    world = config.world_size
+    shard = size // world
+    if shard < 1:
+        raise EstimateError(f"{size} training images do not fill {world} ranks")
+    device = Device(per_sample, c.mem_bw, c.launch_s)
+    spec = model_spec(config.model)
+    opts = replace(options_for(config), batch_size=min(config.batch_size, shard))
+    m, p = config.nodes, config.procs_per_node
+    if method_info(config.method).outer_iterations:
+        a = config.admm
+        work = method_workload(config.method, spec, opts, world, shard)
+        train = a.iterations * iteration_cost(work, m, p, c.network, device, opts).iter_s
+        if a.retrain_epochs:
+            frozen = replace(opts, local_epochs=1)
+            retrain = method_workload(config.method, spec, frozen, world, shard, dynamic=0.0)
+            train += a.retrain_epochs * iteration_cost(retrain, m, p, c.network, device, frozen).iter_s
+        evaluations = _evaluations(a.iterations + a.retrain_epochs, config.eval_every)
+    else:
+        epoch = epoch_cost(config.method, spec, m, p, c.network, device, opts, size)
+        train = config.epochs * epoch["epoch_s"]
+        evaluations = _evaluations(config.epochs, config.eval_every)
+    steps_per_epoch = math.ceil(shard / opts.batch_size)
+    test_slice = math.ceil(TEST_SIZES.get(config.dataset, 0) / world)  # sharded evaluation
+    forward_images = test_slice + min(config.bn_batches, steps_per_epoch) * opts.batch_size
+    eval_s = evaluations * forward_images * per_sample * FORWARD_SHARE
+    limit = policy.limit_min(train + eval_s, max_time_min) if policy is not None else None
+    return RunEstimate(config.name, c.name, world, train, eval_s, limit)

@@ -1,0 +1,262 @@
+"""What a run asks Slurm for, from the site preset, the environment and the command line, and the
+refusals that come before anything is submitted.
+
+    python -m experiments.all --profile paper --site puhti --account project_2001234 --dry-run
+
+Precedence, lowest first: the site preset (`--site NAME` / `PRUNEX_SITE`, `prunex.sites`), the
+`PRUNEX_SLURM_*` environment variables (`PARTITION`, `ACCOUNT`, `TIME_MIN`, `GPUS_PER_NODE`,
+`GRES`, `CPUS_PER_TASK`, `MEM`), the command-line options (`add_cluster_options`, shared by
+`prunex.run` and every `experiments.*` module). `--sbatch KEY=VALUE` (repeatable; `--sbatch KEY`
+for a flag) passes any other sbatch option (qos, constraint, reservation, ...).
+
+A run on the `slurm` executor asks for (`executor_parameters`): M nodes of P tasks; one GPU per
+task unless it runs on the CPU (`--gres`, else `--gpus-per-node`, else the site's gres for P GPUs,
+else `--gpus-per-node=P`);
+the site's partition, CPUs per task and memory (its per-GPU memory x P); the site's setup lines and
+environment in the job script; and a time limit: `--time-min`, else the performance model's
+estimate of the run on the site's cluster file with the site's margin (`prunex.estimate`,
+`prunex.sites.TimeLimitPolicy`), else 60 minutes.
+
+Refusals (`check_submission`, one line each, `ConfigError`): no `--account` on a real Slurm (the
+mini cluster is not one: `PRUNEX_MINICLUSTER_DIR` says so); a Python or torch outside the supported
+range; `--device cuda` with a torch that has no kernels for the GPU (this host's, else the site's);
+`--device cuda` on the mini cluster, which has no GPUs. An `sbatch` that refuses the job is one line
+carrying Slurm's own message (`submission`, `SubmitError`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import re
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from prunex.compat import UnsupportedEnvironment, check_cuda_arch, check_this_torch
+from prunex.config import DEVICE_NAMES, ConfigError, RunConfig
+from prunex.estimate import EstimateError, RunEstimate, estimate_run
+from prunex.sites import Site, load_site
+
+DEFAULT_TIME_MIN = 60  # without --time-min and without a site's cluster file to estimate from
+_SBATCH_KEY = re.compile(r"^[a-z][a-z0-9_-]*$")
+
+
+def _env_int(name: str) -> int | None:
+    value = os.environ.get(name, "")
+    if not value:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigError(f"{name}={value!r} is not a whole number") from None
+
+
+def _site_from_env() -> Site | None:
+    name = os.environ.get("PRUNEX_SITE", "")
+    return load_site(name) if name else None
+
+
+def on_minicluster() -> bool:
+    """Slurm here is `prunex.minicluster` (no GPUs, no accounts), not a real cluster."""
+    return bool(os.environ.get("PRUNEX_MINICLUSTER_DIR"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class SlurmOptions:
+    """Slurm options of a submission; unset (None) fields fall back to the site preset."""
+
+    site: Site | None = field(default_factory=_site_from_env)
+    partition: str | None = field(default_factory=lambda: os.environ.get("PRUNEX_SLURM_PARTITION") or None)
+    account: str | None = field(default_factory=lambda: os.environ.get("PRUNEX_SLURM_ACCOUNT") or None)
+    time_min: int | None = field(default_factory=lambda: _env_int("PRUNEX_SLURM_TIME_MIN"))
+    gpus_per_node: int | None = field(default_factory=lambda: _env_int("PRUNEX_SLURM_GPUS_PER_NODE"))
+    gres: str | None = field(default_factory=lambda: os.environ.get("PRUNEX_SLURM_GRES") or None)
+    cpus_per_task: int | None = field(default_factory=lambda: _env_int("PRUNEX_SLURM_CPUS_PER_TASK"))
+    mem: str | None = field(default_factory=lambda: os.environ.get("PRUNEX_SLURM_MEM") or None)
+    sbatch: tuple[tuple[str, str | bool], ...] = ()  # --sbatch KEY=VALUE
+
+    def __post_init__(self) -> None:
+        if self.time_min is not None and self.time_min < 1:
+            raise ConfigError(f"the time limit must be >= 1 minute, got {self.time_min}")
+        for key, _ in self.sbatch:
+            if not _SBATCH_KEY.match(key):
+                raise ConfigError(f"--sbatch {key!r}: an sbatch option name such as qos or mail-type")
+
+    @property
+    def partition_or_site(self) -> str | None:
+        return self.partition or (self.site.partition if self.site else None)
+
+
+# ----------------------------------------------------------------------------------- the CLI option set
+def add_cluster_options(p: argparse.ArgumentParser) -> None:
+    """`--device` and the Slurm options, for `prunex.run` and `experiments.cli` alike."""
+    p.add_argument(
+        "--device", choices=DEVICE_NAMES, help="default: cuda on the slurm executor and in the paper profile"
+    )
+    s = p.add_argument_group("slurm (a site preset, then PRUNEX_SLURM_* variables, then these options)")
+    s.add_argument("--site", help="site preset: a name in clusters/sites/ or a path (default: $PRUNEX_SITE)")
+    s.add_argument("--account", help="the project to bill; required on a Slurm cluster")
+    s.add_argument("--partition")
+    s.add_argument(
+        "--time-min", type=int, help="time limit; default: the perf model's estimate on the site's cluster + margin"
+    )
+    s.add_argument("--gpus-per-node", type=int)
+    s.add_argument("--gres", help="e.g. gpu:v100:4 (default: the site's, for one GPU per task)")
+    s.add_argument("--cpus-per-task", type=int)
+    s.add_argument("--mem", help="memory per node, e.g. 320G")
+    s.add_argument(
+        "--sbatch", action="append", default=[], metavar="KEY=VALUE", help="any other sbatch option (repeatable)"
+    )
+
+
+def parse_sbatch(items: list[str]) -> tuple[tuple[str, str | bool], ...]:
+    """``["qos=normal", "exclusive"]`` -> (("qos", "normal"), ("exclusive", True))."""
+    out: list[tuple[str, str | bool]] = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip().lstrip("-")
+        if not _SBATCH_KEY.match(key) or (sep and not value):
+            raise ConfigError(f"--sbatch {item!r}: use KEY=VALUE (e.g. qos=normal) or KEY for a flag")
+        out.append((key, value if sep else True))
+    return tuple(out)
+
+
+def slurm_options_from_args(args: argparse.Namespace) -> SlurmOptions:
+    """`SlurmOptions` from parsed `add_cluster_options` arguments (unset options keep env/site values)."""
+    given: dict[str, Any] = {
+        k: getattr(args, k, None)
+        for k in ("partition", "account", "time_min", "gpus_per_node", "gres", "cpus_per_task", "mem")
+    }
+    kwargs = {k: v for k, v in given.items() if v is not None}
+    if getattr(args, "site", None):
+        kwargs["site"] = load_site(args.site)
+    kwargs["sbatch"] = parse_sbatch(getattr(args, "sbatch", None) or [])
+    return SlurmOptions(**kwargs)
+
+
+# ----------------------------------------------------------------------------------- parameters
+def estimate_for(config: RunConfig, slurm: SlurmOptions) -> RunEstimate | None:
+    """The run's estimate on the site's cluster file, or None without a site that names one."""
+    site = slurm.site
+    if site is None or not site.cluster:
+        return None
+    try:
+        return estimate_run(config, site.cluster, site.time_limit, site.max_time_min)
+    except EstimateError as e:
+        if slurm.time_min:
+            return None
+        raise ConfigError(f"run {config.name}: {e}") from None
+
+
+def executor_parameters(
+    config: RunConfig, slurm: SlurmOptions | None = None, estimate: RunEstimate | None = None
+) -> dict[str, Any]:
+    """The submitit parameters of a run (pure; `--dry-run` prints them, golden files pin them).
+
+    `estimate`: the run's `estimate_for` when the caller has it already (else computed here)."""
+    name = f"prunex-{config.experiment}-{config.name}"[:120]
+    if config.executor in ("debug", "local"):
+        return {"name": name, "nodes": 1, "tasks_per_node": config.world_size, "timeout_min": 24 * 60}
+    slurm = slurm or SlurmOptions()
+    site = slurm.site
+    if slurm.time_min:
+        time_min = slurm.time_min
+    else:
+        estimate = estimate or estimate_for(config, slurm)
+        time_min = estimate.time_limit_min if estimate is not None else DEFAULT_TIME_MIN
+    params: dict[str, Any] = {
+        "name": name,
+        "nodes": config.nodes,
+        "tasks_per_node": config.procs_per_node,
+        "timeout_min": time_min,
+    }
+    if slurm.partition_or_site:
+        params["slurm_partition"] = slurm.partition_or_site
+    if slurm.account:
+        params["slurm_account"] = slurm.account
+    gres, gpus = slurm.gres, slurm.gpus_per_node
+    if gres is None and gpus is None and config.device != "cpu":  # one GPU per task
+        gres = site.gres_for(config.procs_per_node) if site is not None else None
+        gpus = None if gres else config.procs_per_node
+    if gres:
+        params["slurm_gres"] = gres
+    elif gpus:
+        params["gpus_per_node"] = gpus
+    cpus = slurm.cpus_per_task or (site.cpus_per_task if site else None)
+    if cpus:
+        params["cpus_per_task"] = cpus
+    mem = slurm.mem or (site.mem_for(config.procs_per_node) if site else None)
+    if mem:
+        params["slurm_mem"] = mem
+    if site is not None and site.setup_lines():
+        params["slurm_setup"] = site.setup_lines()
+    if slurm.sbatch:
+        params["slurm_additional_parameters"] = dict(slurm.sbatch)
+    return params
+
+
+# ----------------------------------------------------------------------------------- refusals
+def check_submission(config: RunConfig, slurm: SlurmOptions | None = None) -> None:
+    """Refuse, in one line, a Slurm run that cannot work, before anything is submitted (module docstring)."""
+    if config.executor != "slurm":
+        return  # local and debug runs: every rank checks at start (prunex.device)
+    slurm = slurm or SlurmOptions()
+    mini = on_minicluster()
+    if not mini and not slurm.account:
+        raise ConfigError(
+            "--account is required on a Slurm cluster: the project to bill (e.g. --account project_2001234, "
+            "or PRUNEX_SLURM_ACCOUNT)"
+        )
+    try:
+        check_this_torch()  # submitit runs the job with this same Python
+        if config.device == "cuda":
+            if mini:
+                raise ConfigError("the mini cluster has no GPUs: run with --device cpu")
+            check_gpu_build(slurm.site)
+    except UnsupportedEnvironment as e:
+        raise ConfigError(str(e)) from None
+
+
+def check_gpu_build(site: Site | None) -> None:
+    """This torch against this host's GPU, else the site's GPU (a login node has none)."""
+    import torch
+
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        capability, gpu = (props.major, props.minor), props.name
+    elif site is not None and site.gpu_capability is not None:
+        capability, gpu = site.gpu_capability, f"{site.name}'s {site.gpu_name or 'GPU'}"
+    else:
+        if torch.version.cuda is None:
+            raise UnsupportedEnvironment(f"torch {torch.__version__} is a CPU-only build: --device cuda needs CUDA")
+        return  # nothing to check the arch list against here; every rank checks at start
+    arch = torch.cuda.get_arch_list()
+    check_cuda_arch(arch, capability, torch_version=torch.__version__, cuda_version=torch.version.cuda, gpu=gpu)
+
+
+class SubmitError(ConfigError):
+    """sbatch refused the job; the message carries Slurm's own reason."""
+
+
+@contextlib.contextmanager
+def submission(what: str) -> Iterator[None]:
+    """Turn a refused `sbatch` into one `SubmitError` line (submitit would print Slurm's stderr, then raise)."""
+    from submitit.core.utils import FailedJobError
+
+    held = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(held):
+            yield
+    except FailedJobError as e:
+        message = "; ".join(ln.strip() for ln in str(e).splitlines() if ln.strip()) or held.getvalue().strip()
+        raise SubmitError(f"sbatch refused {what}: {message or 'no message'}") from None
+    except FileNotFoundError as e:
+        if "sbatch" not in str(e):
+            raise
+        raise SubmitError(f"cannot submit {what}: sbatch is not on PATH (not a Slurm login node?)") from None
+    else:
+        sys.stderr.write(held.getvalue())  # anything else said while submitting

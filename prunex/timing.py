@@ -1,0 +1,119 @@
+"""One clock per device for every time the logs hold: communication, compute, compression, iterations.
+
+    python -c "import torch; from prunex.timing import timer_for; t = timer_for(torch.device('cpu')); \\
+        s = t.start(); s.stop(); print(s.seconds)"
+
+`timer_for(device)` is the only choice of clock; everything that times work calls `timer.start()`
+where the measured work begins and `span.stop()` where it ends, and reads `span.seconds` later.
+
+- **CPU** (`CPUTimer`): `time.perf_counter()` at `start()` and at `stop()`, exactly what the CPU
+  path has always measured (work on the CPU is done when the call returns).
+- **CUDA** (`CUDATimer`): a `torch.cuda.Event(enable_timing=True)` recorded on the *current* stream
+  at `start()` and at `stop()`; `seconds` waits for the end event and returns the GPU time between
+  the two (`Event.elapsed_time`). Kernels are asynchronous, so a host clock around a launch measures
+  the launch, not the work; the events are ordered with the work on its stream, and they are read
+  only after the step (the trainer drains the records after each iteration), so timing adds no
+  synchronisation inside a step. A collective enqueued by NCCL on its own stream is bracketed
+  correctly: NCCL's stream waits for the current stream before the collective, and a synchronous
+  collective (or `Work.wait()`) makes the current stream wait for NCCL's before the end event.
+  For DDP's asynchronous buckets the end event is recorded in the future's callback, whose current
+  stream torch has made wait for the collective (`prunex.comm.Comm.record_future`).
+
+Events of different streams on one device share the device clock, so a span may start on one stream
+and end on another.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+
+import torch
+
+
+class Span(ABC):
+    """One measured interval: `stop()` ends it, `seconds` reads it (after the work, on CUDA)."""
+
+    @abstractmethod
+    def stop(self) -> Span:
+        """End the interval here (on CUDA: on the current stream)."""
+
+    @property
+    @abstractmethod
+    def seconds(self) -> float:
+        """Seconds between start and stop (on CUDA: waits for the end event on first read)."""
+
+
+class Timer(ABC):
+    device_type: str = ""
+
+    @abstractmethod
+    def start(self) -> Span:
+        """Begin an interval here (on CUDA: on the current stream)."""
+
+
+class _CPUSpan(Span):
+    __slots__ = ("t0", "t1")
+
+    def __init__(self) -> None:
+        self.t0 = time.perf_counter()
+        self.t1: float | None = None
+
+    def stop(self) -> Span:
+        self.t1 = time.perf_counter()
+        return self
+
+    @property
+    def seconds(self) -> float:
+        if self.t1 is None:
+            raise RuntimeError("span read before stop()")
+        return self.t1 - self.t0
+
+
+class CPUTimer(Timer):
+    """Host clock: `time.perf_counter()` at both ends."""
+
+    device_type = "cpu"
+
+    def start(self) -> Span:
+        return _CPUSpan()
+
+
+class _CUDASpan(Span):
+    __slots__ = ("device", "begin", "end", "_seconds")
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.begin = torch.cuda.Event(enable_timing=True)
+        self.end = torch.cuda.Event(enable_timing=True)
+        self.begin.record(torch.cuda.current_stream(device))
+        self._seconds: float | None = None
+
+    def stop(self) -> Span:
+        self.end.record(torch.cuda.current_stream(self.device))
+        return self
+
+    @property
+    def seconds(self) -> float:
+        if self._seconds is None:
+            self.begin.synchronize()  # the two may sit on different streams (DDP's buckets)
+            self.end.synchronize()
+            self._seconds = self.begin.elapsed_time(self.end) / 1e3  # elapsed_time is in milliseconds
+        return self._seconds
+
+
+class CUDATimer(Timer):
+    """Device clock: CUDA events on the current stream, read after the work."""
+
+    device_type = "cuda"
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+
+    def start(self) -> Span:
+        return _CUDASpan(self.device)
+
+
+def timer_for(device: torch.device) -> Timer:
+    """The clock of `device`: CUDA events on a GPU, the host's perf_counter otherwise."""
+    return CUDATimer(device) if device.type == "cuda" else CPUTimer()

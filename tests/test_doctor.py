@@ -1,0 +1,113 @@
+"""The preflight check (`python -m prunex.doctor`) and run_all.sh's refusals of an unusable Python."""
+
+import os
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from prunex import doctor
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _script(folder: Path, name: str, body: str) -> None:
+    folder.mkdir(exist_ok=True)
+    path = folder / name
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+
+
+@pytest.fixture
+def fake_slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A login node of a real Slurm cluster, as far as the doctor can tell: sinfo answers with one
+    GPU partition, sacctmgr knows one account of this user."""
+    bin_dir = tmp_path / "bin"
+    _script(bin_dir, "sinfo", 'echo "gpu* up 80 gpu:v100:4"\necho "gputest up 2 gpu:v100:4"\n')
+    _script(bin_dir, "sacctmgr", "echo project_2001234\n")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    for k in list(os.environ):
+        if k.startswith("PRUNEX_SLURM_") or k in ("PRUNEX_SITE", "PRUNEX_MINICLUSTER_DIR"):
+            monkeypatch.delenv(k)
+    return bin_dir
+
+
+def _doctor(capsys, *argv: str) -> tuple[int, list[str]]:
+    rc = doctor.main(list(argv))
+    return rc, capsys.readouterr().out.splitlines()
+
+
+def _row(lines: list[str], name: str) -> str:
+    return next(ln for ln in lines if ln.split()[1:2] == [name] or f"  {name} " in ln)
+
+
+def test_missing_account_is_the_first_thing_to_fix(fake_slurm, data_root, capsys) -> None:
+    rc, lines = _doctor(capsys, "--profile", "local", "--data-root", str(data_root))
+    assert rc == 1
+    assert lines[0] == "prunex doctor: profile local, executor slurm, device cpu, site none"  # Slurm answers
+    assert _row(lines, "slurm").split()[0] == "ok" and "gpu* (80 nodes" in _row(lines, "slurm")
+    assert _row(lines, "account").split()[0] == "FAIL"
+    assert _row(lines, "dataset").split()[0] == "ok" and "1438 train / 359 test" in _row(lines, "dataset")
+    assert lines[-1].startswith("first to fix: account: missing: --account")
+
+
+def test_a_clean_bill_of_health_exits_0(fake_slurm, data_root, capsys) -> None:
+    argv = ("--profile", "local", "--account", "project_2001234", "--data-root", str(data_root))
+    cluster = ROOT / "saved-logs/local/perfmodel/minicluster-2node-1gbit.json"  # measured: resnet20 on digits
+    rc, lines = _doctor(capsys, *argv, "--cluster", str(cluster))
+    assert rc == 0 and lines[-1] == "nothing to fix", lines
+    assert _row(lines, "account").split()[:2] == ["ok", "account"]
+    runs = _row(lines, "runs")
+    assert runs.split()[0] == "ok" and "22 runs of profile local" in runs and "process-hours (CPU) estimated on" in runs
+
+
+def test_unknown_partition_and_foreign_account_fail(fake_slurm, data_root, capsys) -> None:
+    argv = ("--profile", "local", "--partition", "gpumedium", "--account", "project_9", "--data-root", str(data_root))
+    rc, lines = _doctor(capsys, *argv)
+    assert rc == 1
+    assert "partition 'gpumedium' is not among gpu, gputest" in _row(lines, "slurm")
+    assert "project_9 is not one of your accounts: project_2001234" in _row(lines, "account")
+    assert lines[-1].startswith("first to fix: slurm:")
+
+
+def test_bad_option_is_exit_2(capsys) -> None:
+    assert doctor.main(["--sbatch", "=x"]) == 2
+    assert capsys.readouterr().err.startswith("error: --sbatch")
+
+
+# ------------------------------------------------------------------------------------ run_all.sh bootstrap
+OLD_PYTHON = 'case "$*" in\n  *"sys.version_info[:3]"*) echo 3.6.8 ;;\n  *) exit 1 ;;\nesac\n'  # RHEL 8's python3
+
+
+def _run_all(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(cwd / "run_all.sh"), *args], cwd=cwd, env=env, capture_output=True, text=True)
+
+
+def test_run_all_refuses_an_old_prunex_python_in_one_line(tmp_path: Path) -> None:
+    _script(tmp_path / "bin", "python3", OLD_PYTHON)
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PRUNEX_PYTHON": str(tmp_path / "bin/python3")}
+    p = _run_all(ROOT, env, "--check")
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.strip() == (
+        f"error: PRUNEX_PYTHON={tmp_path}/bin/python3 is Python 3.6.8; prunex needs >= 3.10: "
+        "name another one or unset PRUNEX_PYTHON"
+    )
+
+
+def test_run_all_refuses_to_build_its_env_with_an_old_system_python(tmp_path: Path) -> None:
+    checkout = tmp_path / "checkout"  # a fresh clone: no .venv, an empty cache
+    checkout.mkdir()
+    for name in ("run_all.sh", "requirements.txt"):
+        shutil.copy(ROOT / name, checkout / name)
+    _script(tmp_path / "bin", "python3", OLD_PYTHON)
+    path = f"{tmp_path / 'bin'}{os.pathsep}/usr/bin{os.pathsep}/bin"
+    env = {"PATH": path, "HOME": str(tmp_path), "PRUNEX_VENV_CACHE": str(tmp_path / "cache")}
+    p = _run_all(checkout, env, "test")
+    assert p.returncode == 2
+    assert p.stderr.strip().splitlines() == [
+        f"error: {tmp_path}/bin/python3 is Python 3.6.8; prunex needs >= 3.10: load a newer one (a site module, "
+        "conda) or set PRUNEX_PYTHON=/path/to/python"
+    ]
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())  # nothing half-built

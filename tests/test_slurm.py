@@ -1,0 +1,202 @@
+"""What Slurm is asked for (`prunex.slurm`, `prunex.sites`, `prunex.estimate`) and every refusal before submission.
+
+The golden file pins exactly what submitit receives for `--site puhti --account project_2001234` in
+the paper profile, and the job script sbatch then gets for one run. After an intended change (site
+file, perf model, profile): `PRUNEX_UPDATE_GOLDEN=1 pytest tests/test_slurm.py -k golden`, then
+review the diff.
+"""
+
+import importlib
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+import submitit
+
+from experiments import all as all_experiments
+from experiments import cli
+from prunex import run as prunex_run
+from prunex.config import ConfigError, RunConfig
+from prunex.estimate import EstimateError, estimate_run
+from prunex.launch import submitit_parameters
+from prunex.sites import TimeLimitPolicy, load_site
+from prunex.slurm import SlurmOptions, check_submission, executor_parameters, parse_sbatch
+
+GOLDEN = Path(__file__).parent / "golden" / "slurm_paper.json"
+ACCOUNT = "project_2001234"
+GOLDEN_ARGS = ["--profile", "paper", "--site", "puhti", "--account", ACCOUNT]
+SCRIPT_RUN = ("time_to_accuracy", "hsadmm-resnet152")
+SLURM_REFUSAL = "sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified"
+
+
+@pytest.fixture
+def real_slurm_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As on a cluster's login node: not the mini cluster, nothing from PRUNEX_SLURM_* or PRUNEX_SITE."""
+    for k in list(os.environ):
+        if k.startswith("PRUNEX_SLURM_") or k in ("PRUNEX_SITE", "PRUNEX_MINICLUSTER_DIR"):
+            monkeypatch.delenv(k)
+
+
+def _sbatch_script(params: dict, folder: Path) -> list[str]:
+    """The job script submitit would hand to sbatch for these parameters (folder shown as <folder>)."""
+    executor = submitit.AutoExecutor(folder=str(folder), cluster="slurm")
+    executor.update_parameters(**params)
+    text = executor._executor._make_submission_file_text(f"python -u -m submitit.core._submit {folder}", "uid")
+    return [ln.replace(str(folder), "<folder>") for ln in text.splitlines() if ln.strip()]
+
+
+def test_golden_submitit_parameters_of_the_paper_profile_on_puhti(real_slurm_env, tmp_path: Path) -> None:
+    args = cli.parser("all", None).parse_args(GOLDEN_ARGS)
+    slurm = cli.slurm_options(args)
+    got: dict = {"command": "python -m experiments.all " + " ".join(GOLDEN_ARGS), "params": {}, "sbatch": {}}
+    for name in all_experiments.EXPERIMENTS:
+        module = importlib.import_module(f"experiments.{name}")
+        configs = cli.resolve(name, module.runs, args.profile, args.executor, "r", device=args.device)
+        got["params"][name] = {c.name: submitit_parameters(c, slurm)[0] for c in configs}
+    params = got["params"][SCRIPT_RUN[0]][SCRIPT_RUN[1]]
+    got["sbatch"]["/".join(SCRIPT_RUN)] = _sbatch_script(params, tmp_path / "submitit")
+    if os.environ.get("PRUNEX_UPDATE_GOLDEN"):
+        GOLDEN.write_text(json.dumps(got, indent=2, sort_keys=True) + "\n")
+    golden = json.loads(GOLDEN.read_text())
+    assert got["params"] == golden["params"]
+    assert got["sbatch"] == golden["sbatch"]
+    # what the golden file says, in words: a GPU per task, the site's resources, the account, a modelled limit
+    for runs in got["params"].values():
+        for p in runs.values():
+            assert p["slurm_gres"] == f"gpu:v100:{p['tasks_per_node']}" and p["slurm_account"] == ACCOUNT
+            assert p["slurm_partition"] == "gpu" and p["cpus_per_task"] == 10 and p["slurm_mem"] == "320G"
+            assert 30 <= p["timeout_min"] <= 4320 and p["timeout_min"] % 10 == 0
+    script = got["sbatch"]["/".join(SCRIPT_RUN)]
+    assert "#SBATCH --gres=gpu:v100:4" in script and "module load pytorch" in script
+
+
+def test_time_limit_follows_the_estimate_with_the_sites_margin() -> None:
+    policy = TimeLimitPolicy(factor=2.0, add_min=20, round_min=10)
+    assert policy.limit_min(600) == 40  # 2 x 10 min + 20
+    assert policy.limit_min(601) == 50  # rounded up
+    assert policy.limit_min(10 * 3600, max_min=4320) == 1220
+    assert policy.limit_min(40 * 3600, max_min=4320) == 4320  # the partition's 3 days; requeue resumes the rest
+    site = load_site("puhti")
+    base = cli.resolve("strong_scaling", importlib.import_module("experiments.strong_scaling").runs, "paper", None, "r")
+    small = next(c for c in base if c.name == "ddp-resnet152-2x4")
+    large = next(c for c in base if c.name == "ddp-resnet152-16x4")
+    e_small, e_large = (estimate_run(c, site.cluster, site.time_limit, site.max_time_min) for c in (small, large))
+    # strong scaling: 8x the GPUs, compute-bound on Puhti's model: ~8x less training time
+    assert 6.0 < e_small.train_s / e_large.train_s < 8.5
+    assert e_small.time_limit_min == site.time_limit.limit_min(e_small.seconds, site.max_time_min)
+    assert e_large.gpu_hours == pytest.approx(e_large.seconds * 64 / 3600)
+
+
+def test_estimate_counts_retraining_and_evaluations() -> None:
+    import dataclasses
+
+    site = load_site("puhti")
+    c = cli.resolve("residuals", importlib.import_module("experiments.residuals").runs, "paper", None, "r")[0]
+    base = estimate_run(c, site.cluster)
+    more = estimate_run(dataclasses.replace(c, admm=dataclasses.replace(c.admm, retrain_epochs=4)), site.cluster)
+    assert more.train_s > base.train_s and more.eval_s > base.eval_s
+    fewer_evals = estimate_run(dataclasses.replace(c, eval_every=4), site.cluster)
+    assert fewer_evals.eval_s == pytest.approx(base.eval_s / 4) and fewer_evals.train_s == base.train_s
+
+
+def test_model_without_a_compute_time_needs_a_given_time_limit(real_slurm_env) -> None:
+    config = RunConfig(method="ddp", model="resnet20", dataset="cifar10", executor="slurm", nodes=2, procs_per_node=4)
+    with pytest.raises(EstimateError, match="no compute_s_per_sample for 'resnet20'"):
+        estimate_run(config, "puhti")
+    site = load_site("puhti")
+    with pytest.raises(ConfigError, match="give --time-min"):
+        executor_parameters(config, SlurmOptions(site=site, account="a"))
+    assert executor_parameters(config, SlurmOptions(site=site, account="a", time_min=90))["timeout_min"] == 90
+
+
+def test_options_override_the_site_and_cpu_runs_ask_for_no_gpu(real_slurm_env) -> None:
+    site = load_site("puhti")
+    gpu = RunConfig(method="ddp", executor="slurm", nodes=2, procs_per_node=2, dataset="cifar10", model="resnet18")
+    p = executor_parameters(gpu, SlurmOptions(site=site, partition="gputest", gres="gpu:v100:2,nvme:10", mem="64G"))
+    assert (p["slurm_partition"], p["slurm_gres"], p["slurm_mem"]) == ("gputest", "gpu:v100:2,nvme:10", "64G")
+    assert executor_parameters(gpu, SlurmOptions(site=site))["slurm_gres"] == "gpu:v100:2"  # one GPU per task
+    cpu = RunConfig(method="ddp", executor="slurm", device="cpu", dataset="cifar10", model="resnet18")
+    assert "slurm_gres" not in executor_parameters(cpu, SlurmOptions(site=site))
+    assert executor_parameters(cpu, SlurmOptions())["timeout_min"] == 60  # no site: nothing to estimate from
+    assert executor_parameters(gpu, SlurmOptions())["gpus_per_node"] == 2  # no site: still a GPU per task
+
+
+def test_sbatch_passthrough_reaches_the_job_script(real_slurm_env, tmp_path: Path) -> None:
+    args = cli.parser("x", None).parse_args(["--sbatch", "qos=normal", "--sbatch", "exclusive", "--account", "a"])
+    slurm = cli.slurm_options(args)
+    assert slurm.sbatch == (("qos", "normal"), ("exclusive", True))
+    config = RunConfig(method="ddp", executor="slurm", device="cpu")
+    script = _sbatch_script(submitit_parameters(config, slurm)[0], tmp_path / "s")
+    assert "#SBATCH --qos=normal" in script and "#SBATCH --exclusive" in script
+    with pytest.raises(ConfigError, match="KEY=VALUE"):
+        parse_sbatch(["qos="])
+
+
+def test_unknown_site_is_one_line_naming_the_known_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ConfigError, match="known sites: puhti"):
+        load_site("nowhere")
+    monkeypatch.setenv("PRUNEX_SITE", "nowhere")
+    with pytest.raises(ConfigError, match="no site file"):
+        SlurmOptions()
+
+
+# ------------------------------------------------------------------------------------ refusals, end to end
+def _run_argv(data_root: Path, results: Path, *extra: str) -> list[str]:
+    return ["--method", "ddp", "--executor", "slurm", "--data-root", str(data_root), "--results", str(results), *extra]
+
+
+def test_no_account_on_a_real_slurm_is_refused_before_anything(real_slurm_env, data_root, tmp_path, capsys) -> None:
+    results = tmp_path / "r"
+    assert prunex_run.main(_run_argv(data_root, results, "--device", "cpu")) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--account is required" in err[0]
+    assert not results.exists()  # nothing made, nothing submitted
+
+
+def test_torch_without_kernels_for_the_sites_gpu_is_refused(real_slurm_env, data_root, tmp_path, capsys) -> None:
+    import torch
+
+    site = load_site("puhti")
+    config = RunConfig(method="ddp", executor="slurm", dataset="cifar10", model="resnet18")
+    if torch.cuda.is_available() or any(a in ("sm_70", "compute_70") for a in torch.cuda.get_arch_list()):
+        pytest.skip("this torch or host decides the arch check itself; tests/test_compat.py fakes it")
+    with pytest.raises(ConfigError, match="none of which runs on puhti's Tesla V100"):
+        check_submission(config, SlurmOptions(site=site, account="a"))
+
+
+def test_cuda_on_the_mini_cluster_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PRUNEX_MINICLUSTER_DIR", "/tmp/some-cluster")
+    with pytest.raises(ConfigError, match="mini cluster has no GPUs"):
+        check_submission(RunConfig(method="ddp", executor="slurm"), SlurmOptions())
+    check_submission(RunConfig(method="ddp", executor="slurm", device="cpu"), SlurmOptions())  # no account needed
+
+
+def _fake_sbatch(folder: Path) -> Path:
+    """An `sbatch` that refuses every job the way Slurm does (message on stderr, exit code 1)."""
+    folder.mkdir()
+    script = folder / "sbatch"
+    script.write_text(f"#!/bin/sh\necho '{SLURM_REFUSAL}' >&2\nexit 1\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return folder
+
+
+def test_sbatch_refusal_is_one_line_with_slurms_message(
+    real_slurm_env, data_root, tmp_path, capsys, monkeypatch
+) -> None:
+    monkeypatch.setenv("PATH", f"{_fake_sbatch(tmp_path / 'bin')}{os.pathsep}{os.environ['PATH']}")
+    argv = _run_argv(data_root, tmp_path / "r", "--device", "cpu", "--account", "nosuchproject")
+    assert prunex_run.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith("error: sbatch refused run ddp-resnet20-digits-1x1-s0: ") and SLURM_REFUSAL in err[0]
+
+
+def test_sbatch_refusal_of_a_job_array_is_one_line(real_slurm_env, data_root, tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("PATH", f"{_fake_sbatch(tmp_path / 'bin')}{os.pathsep}{os.environ['PATH']}")
+    runs = importlib.import_module("experiments.latency").runs
+    argv = ["--profile", "smoke", "--executor", "slurm", "--account", "x", "--results", str(tmp_path / "r")]
+    assert cli.main("latency", runs, None, argv) == 2
+    err = [ln for ln in capsys.readouterr().err.strip().splitlines() if ln]
+    assert len(err) == 1 and "sbatch refused the 3 runs of latency" in err[0] and SLURM_REFUSAL in err[0], err
