@@ -77,14 +77,14 @@ def _build(method: str, cfg: RunConfig, run_dir: Path, seed: int, env: tuple) ->
     """The method on a fresh resnet20 initialised from `seed` (the second one starts elsewhere, so only
     the checkpoint can align it with the first)."""
     from prunex.log import RunLog
-    from prunex.methods import METHODS as REGISTRY
-    from prunex.methods import Context
+    from prunex.methods import method_class
+    from prunex.methods.base import Context
     from prunex.models import build_model
 
     topo, groups, comm, device, train_set = env
     torch.manual_seed(seed)
     ctx = Context(cfg, topo, groups, comm, device, build_model("resnet20"), train_set, RunLog(run_dir, topo.rank))
-    return ctx.model, REGISTRY[method](ctx)
+    return ctx.model, method_class(method)(ctx)
 
 
 def _roles_worker(rank: int, tmp: str) -> dict:

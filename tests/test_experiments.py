@@ -58,9 +58,13 @@ def test_dry_run_of_all_experiments_totals_the_estimated_gpu_hours(tmp_path: Pat
     total = sum(r["estimate"]["gpu_hours"] for r in rows)
     assert all(r["estimate"]["cluster"] == "puhti" and r["estimate"]["gpu_hours"] > 0 for r in rows)
     assert all(r["params"]["timeout_min"] == r["estimate"]["time_limit_min"] for r in rows)
+    # the total counts each distinct training once (experiments share identical runs: issue 14)
+    distinct = {r["shared_run"]: r["estimate"]["gpu_hours"] for r in rows}
+    assert len(distinct) < len(rows)
     summary = out[-1]
-    assert summary.startswith("[all] 58 runs in 8 experiments: ") and "GPU-hours estimated" in summary
-    assert float(summary.split(": ")[1].split()[0]) == pytest.approx(total, abs=0.1 + 0.01 * len(rows))
+    assert summary.startswith(f"[all] 58 runs asked for in 8 experiments, {len(distinct)} distinct trainings")
+    assert "GPU-hours estimated" in summary and sum(distinct.values()) < total
+    assert float(summary.split(": ")[1].split()[0]) == pytest.approx(sum(distinct.values()), abs=0.1 + 0.01 * len(rows))
 
 
 def test_bad_input_is_one_line_before_launch(tmp_path: Path, capsys) -> None:
