@@ -21,7 +21,7 @@ from typing import Any
 # no shell metacharacters, no leading dot (so "..", ".hidden" are refused).
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+=-]{0,127}$")
 
-METHOD_NAMES = ("ddp", "topk", "flat_admm", "hsadmm", "pactrain")
+METHOD_NAMES = ("ddp", "topk", "flat_admm", "hsadmm", "pactrain", "prune_finetune")
 DATASET_NAMES = ("cifar10", "digits")
 EXECUTOR_NAMES = ("debug", "local", "slurm")
 LINK_MODELS = ("none", "alpha-beta", "netns-tc")
@@ -144,6 +144,25 @@ class DDPConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class PruneFinetuneConfig:
+    """Prune-then-finetune: a dense model, one-shot L1 structured pruning, masked DDP fine-tuning.
+
+    Runs are named within the same experiment directory. The FLOPs target is `flops_from`'s
+    achieved fraction (its `export.json`) when given, else `flops_keep`.
+    """
+
+    init_from: str = ""  # run whose final_model.pt is the dense model
+    flops_from: str = ""  # run whose exported FLOPs fraction is the target
+    flops_keep: float = 1.0  # target fraction of the dense FLOPs (without flops_from)
+
+    def __post_init__(self) -> None:
+        for name in ("init_from", "flops_from"):
+            if getattr(self, name):
+                check_name(getattr(self, name), f"prune_finetune {name} run name")
+        _check_keep("prune_finetune flops_keep", self.flops_keep)
+
+
+@dataclass(frozen=True, kw_only=True)
 class LinkConfig:
     """How inter-node links are modelled. `netns-tc`: real shaped links (mini cluster);
     `alpha-beta`: the comm layer delays inter-node collectives by alpha + bytes/beta;
@@ -186,10 +205,13 @@ class RunConfig:
     num_workers: int = 0  # DataLoader workers per process
     train_subset: int = 0  # use only the first n training images (0: all); for smoke runs
     collective_timeout_s: float = 300.0  # every process group; a dead rank ends the job by then
+    export: bool = False  # after training, rank 0 exports the compact model and benches inference
+    bench_budget_s: float = 5.0  # --export: seconds of timed repeats per model and batch size
     admm: ADMMConfig = field(default_factory=ADMMConfig)
     topk: TopKConfig = field(default_factory=TopKConfig)
     pactrain: PacTrainConfig = field(default_factory=PacTrainConfig)
     ddp: DDPConfig = field(default_factory=DDPConfig)
+    prune_finetune: PruneFinetuneConfig = field(default_factory=PruneFinetuneConfig)
     link: LinkConfig = field(default_factory=LinkConfig)
 
     def __post_init__(self) -> None:
@@ -232,8 +254,12 @@ class RunConfig:
             raise ConfigError(f"train_subset must be >= 0, got {self.train_subset}")
         if self.num_workers < 0:
             raise ConfigError(f"num_workers must be >= 0, got {self.num_workers}")
+        if not self.bench_budget_s > 0:
+            raise ConfigError(f"bench budget must be > 0 s, got {self.bench_budget_s}")
         if not self.collective_timeout_s > 0:
             raise ConfigError(f"collective timeout must be > 0 s, got {self.collective_timeout_s}")
+        if self.method == "prune_finetune" and not self.prune_finetune.init_from:
+            raise ConfigError("prune_finetune needs the dense run to start from (--init-from RUN_NAME)")
         check_name(self.experiment, "experiment name")
         check_name(self.profile, "profile name")
         if self.name:
@@ -247,6 +273,14 @@ class RunConfig:
 
     def default_name(self) -> str:
         return f"{self.method}-{self.model}-{self.dataset}-{self.nodes}x{self.procs_per_node}-s{self.seed}"
+
+    @property
+    def depends_on(self) -> list[str]:
+        """Runs of the same experiment that must be finished before this one starts."""
+        if self.method != "prune_finetune":
+            return []
+        pf = self.prune_finetune
+        return [n for n in (pf.init_from, pf.flops_from) if n]
 
     @property
     def run_id(self) -> str:
@@ -276,6 +310,7 @@ _NESTED = {
     "topk": TopKConfig,
     "pactrain": PacTrainConfig,
     "ddp": DDPConfig,
+    "prune_finetune": PruneFinetuneConfig,
     "link": LinkConfig,
 }
 

@@ -6,7 +6,9 @@
 Options shared by every method: --epochs --batch-size --lr --seed --name --data-root. Method
 options: --grad-dtype (ddp), --topk-ratio (topk), --density (pactrain), and the ADMM and pruning
 options of hsadmm/flat_admm (--iterations --local-epochs --channel-keep --filter-keep
---shape-keep --freeze-iteration --retrain-epochs --bucket-mb --rho-intra --rho-inter). The
+--shape-keep --freeze-iteration --retrain-epochs --bucket-mb --rho-intra --rho-inter), of
+prune_finetune (--init-from --flops-from --flops-keep); --export exports and benches the final
+model after training. The
 configuration is validated before anything is launched: a bad value is one line on stderr and
 exit code 2.
 """
@@ -23,6 +25,7 @@ from prunex.config import (
     DDPConfig,
     LinkConfig,
     PacTrainConfig,
+    PruneFinetuneConfig,
     RunConfig,
     TopKConfig,
 )
@@ -51,6 +54,9 @@ _NESTED_OPTIONS = {
     "density": ("pactrain", "density"),
     "prune_epochs": ("pactrain", "prune_epochs"),
     "prune_every": ("pactrain", "prune_every"),
+    "init_from": ("prune_finetune", "init_from"),
+    "flops_from": ("prune_finetune", "flops_from"),
+    "flops_keep": ("prune_finetune", "flops_keep"),
     "link_model": ("link", "model"),
     "inter_latency_s": ("link", "alpha_s"),
     "inter_bw_gbit": ("link", "bandwidth_gbit"),
@@ -60,6 +66,7 @@ _NESTED_TYPES = {
     "ddp": DDPConfig,
     "topk": TopKConfig,
     "pactrain": PacTrainConfig,
+    "prune_finetune": PruneFinetuneConfig,
     "link": LinkConfig,
 }
 
@@ -111,12 +118,21 @@ def build_parser() -> argparse.ArgumentParser:
         "density",
         "inter_latency_s",
         "inter_bw_gbit",
+        "flops_keep",
     ):
         g.add_argument("--" + opt.replace("_", "-"), type=float)
     g.add_argument("--layers", help="fnmatch glob of the constrained parameter names")
     g.add_argument("--grad-dtype", choices=["fp32", "bf16", "fp16"])
     g.add_argument("--topk-momentum-correction", action="store_true", default=None)
     g.add_argument("--link-model", help="none, alpha-beta or netns-tc")
+    g.add_argument("--init-from", help="prune_finetune: run (same experiment) whose final model is pruned")
+    g.add_argument("--flops-from", help="prune_finetune: run whose exported FLOPs fraction is the target")
+    p.add_argument(
+        "--export",
+        action="store_true",
+        default=None,
+        help="after training: export the compact model and bench inference (prunex.export, prunex.bench.inference)",
+    )
     s = p.add_argument_group("slurm (defaults from PRUNEX_SLURM_* environment variables)")
     s.add_argument("--partition")
     s.add_argument("--account")

@@ -149,6 +149,7 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
         if topo.rank == 0:
             print(f"[{config.name}] resumed after iteration {start - 1} ({start}/{total} done)", flush=True)
     k, test_acc = start - 1, float("nan")
+    evaluated: tuple[int, nn.Module] | None = None  # the last evaluated model (BatchNorm re-estimated)
     nan_at = int(os.environ.get("PRUNEX_FAULT_NAN_AT", "-1"))
     for k in range(start, total):
         comm.iteration = k
@@ -173,6 +174,7 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
             model_copy = copy.deepcopy(method.eval_model())
             recalibrate_bn(model_copy, method.loader, config.bn_batches, device)
             test_acc = evaluate(model_copy, test_loader, device)
+            evaluated = (k, model_copy)
             del model_copy
         log.append("comm", records)
         if wire_last is not None:
@@ -221,15 +223,37 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
     log.flush()
     dist.barrier(group=groups.flat)  # every rank's parts are on disk (a control message, not logged)
     if topo.rank == 0:
-        # the trained model (ADMM: the masked consensus z), loadable with weights_only=True
+        # the trained model (ADMM: the masked consensus z), loadable with weights_only=True: the one
+        # whose accuracy was logged last (its BatchNorm statistics re-estimated) when that was the
+        # final iteration, else the method's evaluated model as it stands
+        final = evaluated[1] if evaluated is not None and evaluated[0] == k else method.eval_model()
         buf = io.BytesIO()
-        torch.save(method.eval_model().state_dict(), buf)
+        torch.save(final.state_dict(), buf)
         write_atomic(run_dir / "final_model.pt", buf.getvalue())
+        if config.export:
+            export_and_bench(run_dir, device, config.bench_budget_s)
         merge_parts(run_dir, done=True)
         shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
         summary = {"iterations": k + 1, "wall_s": wall, "final_test_acc": test_acc}
         print(f"[{config.name}] done: {json.dumps(summary)}", flush=True)
     return run_dir
+
+
+def export_and_bench(run_dir: Path, device: torch.device, budget_s: float) -> None:
+    """`--export`: the compact model (`prunex.export`) and its inference bench, on this job's machine.
+
+    Runs on rank 0 after every rank has finished training, with every core of the machine, before
+    the run is marked DONE (a failure leaves the run unfinished, and a relaunch redoes only this).
+    """
+    from prunex.bench.inference import bench_run, describe
+    from prunex.export import export_run, summary
+
+    if device.type == "cpu" and "OMP_NUM_THREADS" not in os.environ:
+        torch.set_num_threads(os.cpu_count() or 1)
+    result = export_run(run_dir, device=device)
+    print(f"[{run_dir.name}] export: {summary(result)}", flush=True)
+    df = bench_run(run_dir, device="auto" if device.type == "cuda" else "cpu", budget_s=budget_s)
+    print(f"[{run_dir.name}] inference:\n{describe(df)}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

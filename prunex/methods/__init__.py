@@ -7,6 +7,7 @@ from prunex.methods.ddp import DDP
 from prunex.methods.flat_admm import FlatADMMMethod
 from prunex.methods.hsadmm import HSADMMMethod
 from prunex.methods.pactrain import PacTrain
+from prunex.methods.prune_finetune import PruneFinetune
 from prunex.methods.topk import TopK
 
 METHODS: dict[str, type[Method]] = {
@@ -15,6 +16,7 @@ METHODS: dict[str, type[Method]] = {
     "flat_admm": FlatADMMMethod,
     "topk": TopK,
     "pactrain": PacTrain,
+    "prune_finetune": PruneFinetune,
 }
 
 __all__ = ["METHODS", "Context", "IterationResult", "Method"]
