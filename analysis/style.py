@@ -11,13 +11,14 @@ import seaborn as sns
 
 matplotlib.use("Agg")  # analysis only writes files; it never needs a display
 
-METHOD_ORDER = ["hsadmm", "ddp", "topk", "flat_admm", "pactrain"]
+METHOD_ORDER = ["hsadmm", "ddp", "topk", "flat_admm", "pactrain", "prune_finetune"]
 METHOD_COLORS = {
     "hsadmm": "#2ca02c",  # green, as in the paper's Fig. 5
     "ddp": "#1f77b4",  # blue
     "topk": "#e377c2",  # pink
     "flat_admm": "#d4a017",  # gold ("yellow" flat PruneX AllReduce baseline of Fig. 7)
     "pactrain": "#8c564b",  # brown
+    "prune_finetune": "#d62728",  # red
 }
 METHOD_LABELS = {
     "hsadmm": "PruneX (H-SADMM)",
@@ -25,6 +26,7 @@ METHOD_LABELS = {
     "topk": "Top-K SGD",
     "flat_admm": "PruneX (AR, flat ADMM)",
     "pactrain": "PacTrain",
+    "prune_finetune": "Prune-then-finetune (L1)",
 }
 MODEL_LABELS = {
     "resnet18": "ResNet-18",

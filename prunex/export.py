@@ -121,14 +121,19 @@ def count_parameters(model: nn.Module) -> int:
 
 @torch.no_grad()
 def count_flops(model: nn.Module, input_shape: tuple[int, ...] = INPUT_SHAPE) -> int:
-    """FLOPs of one forward pass (torch.utils.flop_counter: convolutions and matmuls, 2 per MAC)."""
-    p = next(model.parameters())
+    """FLOPs of one forward pass (torch.utils.flop_counter: convolutions and matmuls, 2 per MAC).
+
+    Counted on meta tensors (shapes only, nothing computed) in eval mode.
+    """
+    meta = {k: torch.empty_like(v, device="meta") for k, v in [*model.named_parameters(), *model.named_buffers()]}
     was_training = model.training
     model.eval()
     counter = FlopCounterMode(display=False)
-    with counter:
-        model(torch.zeros(input_shape, dtype=p.dtype, device=p.device))
-    model.train(was_training)
+    try:
+        with counter:
+            torch.func.functional_call(model, meta, (torch.empty(input_shape, device="meta"),))
+    finally:
+        model.train(was_training)
     return int(counter.get_total_flops())
 
 

@@ -16,10 +16,11 @@ Measured per device (the CPU always, the GPU when present and not `--device cpu`
 swapped every round (so that drift of a shared machine and order effects hit both alike):
 latency of one forward pass in `torch.inference_mode` after warm-up, median of repeats (and 10th
 / 90th percentiles), and throughput = batch / median. CPU: `time.perf_counter`,
-`torch.get_num_threads()` threads (stated in every row). GPU: CUDA events around each forward,
-TF32 off. Repeats: as many as fit in `--budget-s` per model and batch (at least 3, at most 50).
-Also parameters and FLOPs (`torch.utils.flop_counter`, per image). Each row carries its ratio to
-the dense row of the same device and batch.
+`torch.get_num_threads()` threads, and the machine's 1-minute load average when the measurement
+started (`load_1min`: on a shared machine other processes compete for the cores). GPU: CUDA
+events around each forward, TF32 off. Repeats: as many as fit in `--budget-s` per model and
+batch (at least 3, at most 50). Also parameters and FLOPs (`torch.utils.flop_counter`, per
+image). Each row carries its ratio to the dense row of the same device and batch.
 
 Writes `inference.parquet` (columns `COLUMNS`) under the run directory (or `--out`).
 """
@@ -63,6 +64,7 @@ COLUMNS = [
     "device",
     "hardware",
     "threads",
+    "load_1min",
     "batch",
     "repeats",
     "latency_ms",
@@ -166,6 +168,7 @@ def bench(
             torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
         try:
             for b in batches:
+                load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
                 times = time_models(progs, device, b, budget_s=budget_s)
                 med = {k: statistics.median(v) for k, v in times.items()}
                 for variant, ts in times.items():
@@ -178,6 +181,7 @@ def bench(
                             "device": device.type,
                             "hardware": hardware(device),
                             "threads": torch.get_num_threads() if device.type == "cpu" else 0,
+                            "load_1min": load,
                             "batch": b,
                             "repeats": len(ts),
                             "latency_ms": 1e3 * med[variant],
@@ -229,21 +233,26 @@ def bench_run(run_dir: str | Path, *, device: str = "auto", budget_s: float = BU
     return df
 
 
-@torch.no_grad()
 def random_masked_model(arch: str, *, filter_keep: float, channel_keep: float, seed: int = 0) -> nn.Module:
-    """`arch` with random BatchNorm statistics and random structured masks on every constrained conv.
+    """A fresh `arch` (eval mode) masked by `mask_randomly_`."""
+    from prunex.models import build_model
+
+    torch.manual_seed(seed)
+    return mask_randomly_(build_model(arch).eval(), filter_keep=filter_keep, channel_keep=channel_keep, seed=seed)
+
+
+@torch.no_grad()
+def mask_randomly_(model: nn.Module, *, filter_keep: float, channel_keep: float, seed: int = 0) -> nn.Module:
+    """Random BatchNorm statistics and random structured masks on every constrained conv (in place).
 
     The masks are the support of `prunex.pruning.support_mask` on a random tensor of the layer's
-    shape (so random filters / channels, `keep_count` of each); BatchNorm gets random affine
-    parameters and running statistics, so that pruned filters produce non-zero constants as in a
-    trained network. Eval mode.
+    shape (so random filters / channels, `keep_count` of each, the stem's image channels never);
+    BatchNorm gets random affine parameters and running statistics, so that pruned filters produce
+    non-zero constants (of either sign) as in a trained network.
     """
-    from prunex.models import build_model
     from prunex.pruning import constrained_layers, support_mask
 
     gen = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)
-    model = build_model(arch).eval()
     for m in model.modules():
         if isinstance(m, nn.BatchNorm2d):
             m.weight.copy_(torch.rand(m.weight.shape, generator=gen) + 0.5)
