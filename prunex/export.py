@@ -42,8 +42,8 @@ import torch
 from torch import Tensor, nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from prunex.pruning import group_mask_from_tensor
-from prunex.pruning.channels import ChannelGraph, UnsupportedGraph, removable_channels, trace_channels
+from prunex.pruning import group_mask_from_mask
+from prunex.pruning.channels import ChannelGraph, UnsupportedGraph, nonzero_counts, removable_channels, trace_channels
 
 TOLERANCE = 1e-5  # max |compact - masked| / max |masked| over the checked logits
 INPUT_SHAPE = (1, 3, 32, 32)  # one CIFAR-sized image (the digits are upsampled to 32 x 32 too)
@@ -141,16 +141,6 @@ def _param_name(module_name: str) -> str:
     return f"{module_name}.weight" if module_name else "weight"
 
 
-def refuse_empty_layers(model: nn.Module) -> None:
-    """Raise ExportError when a conv or linear layer has no non-zero weight left."""
-    for name, m in model.named_modules():
-        if isinstance(m, (nn.Conv2d, nn.Linear)) and not bool(m.weight.detach().ne(0).any()):
-            raise ExportError(
-                f"layer {_param_name(name)}: the mask removes every weight ({tuple(m.weight.shape)} all zero); "
-                "a layer without channels cannot be exported"
-            )
-
-
 def _slice_(p: Tensor | None, idx: Tensor, dim: int) -> nn.Parameter | Tensor | None:
     if p is None:
         return None
@@ -168,12 +158,19 @@ def compact(model: nn.Module, *, measure: bool = True) -> tuple[nn.Module, Expor
         ExportError: a layer with no non-zero weight, a space that would lose every channel, or
             an architecture the channel analysis does not support.
     """
-    refuse_empty_layers(model)
     try:
         cg: ChannelGraph = trace_channels(model)
     except UnsupportedGraph as e:
         raise ExportError(f"cannot export {type(model).__name__}: {e}") from None
-    removed = removable_channels(model, cg)
+    counts = {name: nonzero_counts(cg.modules[name]) for name in cg.in_space}
+    pairs = {name: c > 0 for name, c in counts.items()}
+    for name, p in pairs.items():
+        if not bool(p.any()):
+            raise ExportError(
+                f"layer {_param_name(name)}: the mask removes every weight ({tuple(cg.modules[name].weight.shape)} "
+                "all zero); a layer without channels cannot be exported"
+            )
+    removed = removable_channels(model, cg, pairs)
     for s in cg.spaces:
         if bool(removed[s.id].all()):
             raise ExportError(
@@ -181,23 +178,29 @@ def compact(model: nn.Module, *, measure: bool = True) -> tuple[nn.Module, Expor
                 "removing them all would leave an empty layer; refusing to export"
             )
     keep = {s: torch.nonzero(~r).flatten() for s, r in removed.items()}
-    small = copy.deepcopy(model)
+    # copy the module tree but not the tensors that are replaced by their slices below
+    replaced = [m.weight for n, m in cg.modules.items() if n in cg.out_space]
+    replaced += [m.bias for n, m in cg.modules.items() if isinstance(m, nn.Conv2d) and n in cg.out_space]
+    for s in cg.spaces:
+        replaced += [
+            getattr(cg.modules[n], a) for n in s.norms for a in ("weight", "bias", "running_mean", "running_var")
+        ]
+    small = copy.deepcopy(model, memo={id(t): None for t in replaced if t is not None})
     mods = dict(small.named_modules())
     layers, zeros, zeros_removed, live_removed = [], 0, 0, 0
     for name, s_out in cg.out_space.items():
         m = mods[name]
         s_in = cg.in_space[name]
         ko, ki = keep[s_out], keep[s_in]
-        w = m.weight.detach()
+        w = model.get_submodule(name).weight.detach()  # the original (m's tensors are not copied)
         if isinstance(m, nn.Conv2d):
-            kept = torch.zeros(w.shape[:2], dtype=torch.bool, device=w.device)
-            kept[ko.to(w.device)[:, None], ki.to(w.device)[None, :]] = True
-            zero = (w == 0).flatten(2)
-            gone = ~kept[:, :, None].expand_as(zero)
-            n_zero, n_zero_gone = int(zero.sum()), int((zero & gone).sum())
+            kept = torch.zeros(w.shape[:2], dtype=torch.bool)
+            kept[ko[:, None], ki[None, :]] = True
+            zero = w[0, 0].numel() - counts[name]  # zero entries per (filter, channel) kernel
+            n_zero, n_zero_gone = int(zero.sum()), int(zero[~kept].sum())
             zeros, zeros_removed = zeros + n_zero, zeros_removed + n_zero_gone
-            live_removed += int((~zero & gone).sum())
-            g = group_mask_from_tensor(w)  # the mask's kept filters and channels (sec. 4.4.1)
+            live_removed += int(counts[name][~kept].sum())
+            g = group_mask_from_mask(pairs[name])  # the mask's kept filters and channels (sec. 4.4.1)
             layers.append(
                 LayerExport(
                     layer=_param_name(name),
@@ -213,17 +216,18 @@ def compact(model: nn.Module, *, measure: bool = True) -> tuple[nn.Module, Expor
                     zeros_removed=n_zero_gone,
                 )
             )
-            m.weight = _slice_(_slice_(m.weight, ko, 0), ki, 1)
-            m.bias = _slice_(m.bias, ko, 0)
+            conv = model.get_submodule(name)
+            m.weight = _slice_(_slice_(conv.weight, ko, 0), ki, 1)
+            m.bias = _slice_(conv.bias, ko, 0)
             m.out_channels, m.in_channels = len(ko), len(ki)
         else:  # the classifier: only its inputs can shrink
-            m.weight = _slice_(m.weight, ki, 1)
+            m.weight = _slice_(model.get_submodule(name).weight, ki, 1)
             m.in_features = len(ki)
     for space in cg.spaces:
         for name in space.norms:
-            bn = mods[name]
+            bn, orig = mods[name], model.get_submodule(name)
             for attr in ("weight", "bias", "running_mean", "running_var"):
-                setattr(bn, attr, _slice_(getattr(bn, attr), keep[space.id], 0))
+                setattr(bn, attr, _slice_(getattr(orig, attr), keep[space.id], 0))
             bn.num_features = len(keep[space.id])
     result = ExportResult(
         model=type(model).__name__,

@@ -23,7 +23,7 @@ from prunex.pruning.channels import UnsupportedGraph, removable_channels, trace_
 from prunex.pruning.oneshot import apply_masks, l1_channel_masks, prune_to_flops
 
 KINDS = {"filter": (0.5, 1.0), "channel": (1.0, 0.5), "both": (0.5, 0.5)}
-X = torch.randn(2, 3, 16, 16, generator=torch.Generator().manual_seed(1))  # small images: a fast forward
+X = torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(1))  # small images: a fast forward
 
 
 @pytest.mark.parametrize("arch", ["resnet20", "resnet18", "resnet152", "wide_resnet50_2"])

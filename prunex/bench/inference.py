@@ -245,12 +245,12 @@ def random_masked_model(arch: str, *, filter_keep: float, channel_keep: float, s
 def mask_randomly_(model: nn.Module, *, filter_keep: float, channel_keep: float, seed: int = 0) -> nn.Module:
     """Random BatchNorm statistics and random structured masks on every constrained conv (in place).
 
-    The masks are the support of `prunex.pruning.support_mask` on a random tensor of the layer's
-    shape (so random filters / channels, `keep_count` of each, the stem's image channels never);
-    BatchNorm gets random affine parameters and running statistics, so that pruned filters produce
-    non-zero constants (of either sign) as in a trained network.
+    Every constrained layer (`constrained_layers`: the convolutions, the stem's image channels
+    never) keeps `keep_count` filters and input channels drawn at random; BatchNorm gets random
+    affine parameters and running statistics, so that pruned filters produce non-zero constants
+    (of either sign) as in a trained network.
     """
-    from prunex.pruning import constrained_layers, support_mask
+    from prunex.pruning import constrained_layers, keep_count
 
     gen = torch.Generator().manual_seed(seed)
     for m in model.modules():
@@ -260,12 +260,16 @@ def mask_randomly_(model: nn.Module, *, filter_keep: float, channel_keep: float,
             m.running_mean.copy_(0.2 * torch.randn(m.running_mean.shape, generator=gen))
             m.running_var.copy_(torch.rand(m.running_var.shape, generator=gen) + 0.5)
     params = dict(model.named_parameters())
+
+    def kept(n: int, keep: float) -> torch.Tensor:
+        vec = torch.zeros(n)
+        vec[torch.randperm(n, generator=gen)[: keep_count(n, keep)]] = 1.0
+        return vec
+
     for name, ls in constrained_layers(model, filter_keep=filter_keep, channel_keep=channel_keep).items():
         w = params[name]
-        keep = support_mask(
-            torch.randn(w.shape, generator=gen), filter_keep=ls.filter_keep, channel_keep=ls.channel_keep
-        )
-        w.mul_(keep)
+        mask = kept(w.shape[0], ls.filter_keep)[:, None] * kept(w.shape[1], ls.channel_keep)[None, :]
+        w.mul_(mask.view(*mask.shape, *([1] * (w.dim() - 2))).to(w))
     return model
 
 

@@ -44,7 +44,7 @@ import torch.fx as fx
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["ChannelSpace", "ChannelGraph", "UnsupportedGraph", "trace_channels", "removable_channels"]
+__all__ = ["ChannelSpace", "ChannelGraph", "UnsupportedGraph", "trace_channels", "removable_channels", "nonzero_counts"]
 
 _PASS_MODULES = (nn.ReLU, nn.Identity, nn.Dropout, nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d)
 _ADD = (operator.add, operator.iadd, torch.add)
@@ -239,7 +239,14 @@ def trace_channels(model: nn.Module) -> ChannelGraph:
 
 
 @torch.no_grad()
-def _constants(cg: ChannelGraph) -> dict[str, Tensor]:
+def nonzero_counts(m: nn.Module) -> Tensor:
+    """C_out x C_in: non-zero entries of each (filter, input channel) kernel of a conv / linear weight."""
+    w = m.weight.detach()
+    return (w != 0).reshape(w.shape[0], w.shape[1], -1).sum(dim=2).cpu()
+
+
+@torch.no_grad()
+def _constants(cg: ChannelGraph, pairs: dict[str, Tensor]) -> dict[str, Tensor]:
     """Per fx node, each channel's value where it is exactly constant over space and batch, NaN
     where it varies (eval mode). Computed in float64 except BatchNorm, which runs its own kernel."""
     nan = float("nan")
@@ -251,9 +258,8 @@ def _constants(cg: ChannelGraph) -> dict[str, Tensor]:
             m = cg.modules[node.target]
             x = const[node.args[0].name]
             if isinstance(m, (nn.Conv2d, nn.Linear)):
-                w = m.weight.detach().cpu()
-                live = (w != 0).reshape(w.shape[0], w.shape[1], -1).any(dim=2) & (x != 0)[None, :]
-                bias = m.bias.detach().cpu().double() if m.bias is not None else torch.zeros(w.shape[0])
+                live = pairs[node.target] & (x != 0)[None, :]
+                bias = m.bias.detach().cpu().double() if m.bias is not None else torch.zeros(live.shape[0])
                 const[node.name] = torch.where(live.any(dim=1), torch.tensor(nan, dtype=torch.float64), bias.double())
             elif isinstance(m, nn.BatchNorm2d):
                 if m.running_mean is None or m.running_var is None:
@@ -276,25 +282,25 @@ def _constants(cg: ChannelGraph) -> dict[str, Tensor]:
 
 
 @torch.no_grad()
-def removable_channels(model: nn.Module, cg: ChannelGraph | None = None) -> dict[int, Tensor]:
+def removable_channels(
+    model: nn.Module, cg: ChannelGraph | None = None, pairs: dict[str, Tensor] | None = None
+) -> dict[int, Tensor]:
     """Channels of each space whose removal leaves every output of `model` (eval mode) unchanged.
 
     Args:
         model: the network, with its pruned weights exactly zero; BatchNorm in eval mode semantics.
         cg: `trace_channels(model)`, if already computed.
+        pairs: which kernels are non-zero (`nonzero_counts(m) > 0`) per conv / linear module, if known.
 
     Returns:
         space id -> bool vector over the space's channels, True = removable (module docstring).
     """
     cg = cg or trace_channels(model)
-    const = _constants(cg)
+    pairs = pairs or {name: nonzero_counts(cg.modules[name]) > 0 for name in cg.in_space}
+    const = _constants(cg, pairs)
     removed = {s.id: torch.zeros(s.size, dtype=torch.bool) for s in cg.spaces}
     # per reader: which (output, input) pairs carry a non-zero weight applied to a non-zero input
-    live = {}
-    for name in cg.in_space:
-        w = cg.modules[name].weight.detach().cpu()
-        nz = (w != 0).reshape(w.shape[0], w.shape[1], -1).any(dim=2)
-        live[name] = nz & (const[cg.reader_inputs[name]] != 0)[None, :]
+    live = {name: pairs[name] & (const[cg.reader_inputs[name]] != 0)[None, :] for name in cg.in_space}
     while True:
         changed = False
         for s in cg.spaces:

@@ -11,8 +11,8 @@ one (`prunex.export` removes precisely these channels) and can be fine-tuned as 
 network with every method's machinery.
 
 `prune_to_flops` picks the largest uniform `keep` whose exported model has at most the target
-fraction of the dense FLOPs (bisection; the FLOPs are a step function of `keep`), so the baseline
-is never given more compute than the model it is compared with.
+fraction of the dense FLOPs (binary search over the keep rates that change a channel count), so
+the baseline is never given more compute than the model it is compared with.
 
     PYTHONPATH=. python -c "from prunex.models import build_model; from prunex.pruning.oneshot import \\
         prune_to_flops; print(prune_to_flops(build_model('resnet20'), 0.5)[1:])"
@@ -84,42 +84,42 @@ def _flops(model: nn.Module, masks: dict[str, Tensor]) -> int:
     return count_flops(compact(trial, measure=False)[0])
 
 
-def prune_to_flops(
-    model: nn.Module, flops_fraction: float, *, steps: int = 14
-) -> tuple[dict[str, Tensor], float, float]:
+def prune_to_flops(model: nn.Module, flops_fraction: float) -> tuple[dict[str, Tensor], float, float]:
     """Masks of the largest uniform L1 keep rate whose exported FLOPs are <= `flops_fraction` of dense.
+
+    The keep rates that matter are k / n for the internal spaces' sizes n (`keep_count` rounds up):
+    a binary search over them finds the largest feasible one exactly.
 
     Args:
         model: the trained dense network (not modified).
         flops_fraction: target, in (0, 1].
-        steps: bisection steps over keep in (0, 1].
 
     Returns:
         (masks, keep, achieved FLOPs fraction). When even one channel per internal space exceeds
-        the target, the smallest model is returned and its fraction says by how much.
+        the target, the smallest such model is returned and its fraction says by how much.
     """
-    if not 0 < flops_fraction <= 1:
-        raise ValueError(f"flops_fraction must be in (0, 1], got {flops_fraction}")
     from prunex.export import count_flops
 
+    if not 0 < flops_fraction <= 1:
+        raise ValueError(f"flops_fraction must be in (0, 1], got {flops_fraction}")
     cg = trace_channels(model)
     dense = count_flops(model)
-    full = l1_channel_masks(model, 1.0, cg)
-    f_full = _flops(model, full) / dense
-    if f_full <= flops_fraction:
-        return full, 1.0, f_full
-    lo, hi = 0.0, 1.0  # flops(hi) > target; lo is the best feasible keep found (0: none yet)
-    best: tuple[dict[str, Tensor], float, float] | None = None
-    for _ in range(steps):
-        mid = (lo + hi) / 2
-        masks = l1_channel_masks(model, mid, cg)
-        f = _flops(model, masks) / dense
-        if f <= flops_fraction:
-            lo, best = mid, (masks, mid, f)
+    sizes = {s.size for s in cg.spaces if s.internal}
+    keeps = sorted({k / n for n in sizes for k in range(1, n + 1)} | {1.0})
+
+    def trial(keep: float) -> tuple[dict[str, Tensor], float, float]:
+        masks = l1_channel_masks(model, keep, cg)
+        return masks, keep, _flops(model, masks) / dense
+
+    lo, hi = 0, len(keeps) - 1  # invariant: everything above hi is infeasible
+    best = trial(keeps[0])
+    if best[2] > flops_fraction:
+        return best
+    while lo < hi:  # keeps[lo] is feasible
+        mid = (lo + hi + 1) // 2
+        t = trial(keeps[mid])
+        if t[2] <= flops_fraction:
+            lo, best = mid, t
         else:
-            hi = mid
-    if best is None:
-        tiny = 1e-9  # keep_count's floor: one channel per internal space
-        masks = l1_channel_masks(model, tiny, cg)
-        return masks, tiny, _flops(model, masks) / dense
+            hi = mid - 1
     return best
