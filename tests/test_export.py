@@ -168,3 +168,19 @@ def test_analysis_reads_the_columns_the_bench_writes() -> None:
     from analysis.common import INFERENCE_COLUMNS
 
     assert INFERENCE_COLUMNS == inference.COLUMNS
+
+
+def test_the_bench_cli_refuses_bad_input_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    bad = [
+        [],  # neither a run nor --model
+        ["--model", "resnet20"],  # no --out
+        ["--model", "resnet21", "--out", str(tmp_path)],
+        ["--model", "resnet20", "--out", str(tmp_path), "--channel-keep", "0"],
+        ["--model", "resnet20", "--out", str(tmp_path), "--batches", "1,x"],
+        [str(tmp_path / "nowhere")],
+    ]
+    for argv in bad:
+        assert inference.main(argv) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: "), (argv, err)
+    assert not (tmp_path / inference.INFERENCE_FILE).exists()

@@ -1,6 +1,7 @@
 """Inference speed of the exported compact model against the dense model, in one process.
 
-    python -m prunex.bench.inference RUN_DIR [--threads N] [--budget-s S] [--device auto|cpu|cuda]
+    python -m prunex.bench.inference RUN_DIR [--threads N] [--budget-s S] [--device auto|cpu|cuda] \
+        [--batches 1,128] [--warmup 2]
     python -m prunex.bench.inference --model resnet152 --filter-keep 0.5 --channel-keep 0.5 --out DIR
 
 With RUN_DIR: the dense model is the run's `final_model.pt` at full size (zeros are not skipped by
@@ -12,9 +13,9 @@ architectures no run has trained. Both models are timed as eager modules in eval
 execution path for both).
 
 Measured per device (the CPU always, the GPU when present and not `--device cpu`) and batch size
-(1 and 128, 3 x 32 x 32 images), for the dense and the compact model alternately, the order
+(1 and 128 unless `--batches`, 3 x 32 x 32 images), for the dense and the compact model alternately, the order
 swapped every round (so that drift of a shared machine and order effects hit both alike):
-latency of one forward pass in `torch.inference_mode` after warm-up, median of repeats (and 10th
+latency of one forward pass in `torch.inference_mode` after `--warmup` untimed passes, median of repeats (and 10th
 / 90th percentiles), and throughput = batch / median. CPU: `time.perf_counter`,
 `torch.get_num_threads()` threads, and the machine's 1-minute load average when the measurement
 started (`load_1min`: on a shared machine other processes compete for the cores). GPU: CUDA
@@ -157,6 +158,7 @@ def bench(
     devices: list[torch.device],
     batches: tuple[int, ...] = BATCHES,
     budget_s: float = BUDGET_S,
+    warmup: int = 2,
 ) -> pd.DataFrame:
     """Rows of `COLUMNS` for the dense and the compact model on every device and batch size."""
     size = {k: (count_parameters(m), count_flops(m)) for k, m in (("dense", dense), ("compact", small))}
@@ -169,7 +171,7 @@ def bench(
         try:
             for b in batches:
                 load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-                times = time_models(progs, device, b, budget_s=budget_s)
+                times = time_models(progs, device, b, budget_s=budget_s, warmup=warmup)
                 med = {k: statistics.median(v) for k, v in times.items()}
                 for variant, ts in times.items():
                     params, flops = size[variant]
@@ -214,7 +216,14 @@ def devices_for(choice: str) -> list[torch.device]:
     return devs
 
 
-def bench_run(run_dir: str | Path, *, device: str = "auto", budget_s: float = BUDGET_S) -> pd.DataFrame:
+def bench_run(
+    run_dir: str | Path,
+    *,
+    device: str = "auto",
+    budget_s: float = BUDGET_S,
+    batches: tuple[int, ...] = BATCHES,
+    warmup: int = 2,
+) -> pd.DataFrame:
     """Dense vs exported model of a finished run; writes `RUN_DIR/inference.parquet`."""
     from prunex.log import write_parquet
 
@@ -228,7 +237,16 @@ def bench_run(run_dir: str | Path, *, device: str = "auto", budget_s: float = BU
     err, _ = max_relative_error(small, saved, [torch.randn((8, *INPUT_SHAPE[1:]))], torch.device("cpu"))
     if not err <= 1e-5:
         raise ExactnessError(f"{run_dir / COMPACT_FILE} is not the export of final_model.pt (relative error {err:.3g})")
-    df = bench(dense, small, run_id=str(config["name"]), arch=str(config["model"]), devices=devices, budget_s=budget_s)
+    df = bench(
+        dense,
+        small,
+        run_id=str(config["name"]),
+        arch=str(config["model"]),
+        devices=devices,
+        budget_s=budget_s,
+        batches=batches,
+        warmup=warmup,
+    )
     write_parquet(run_dir / INFERENCE_FILE, df)
     return df
 
@@ -281,6 +299,8 @@ def bench_random(
     out: str | Path,
     device: str = "auto",
     budget_s: float = BUDGET_S,
+    batches: tuple[int, ...] = BATCHES,
+    warmup: int = 2,
 ) -> pd.DataFrame:
     """Dense vs compact `arch` with random masks; writes `OUT/inference.parquet`."""
     from prunex.log import write_parquet
@@ -288,7 +308,16 @@ def bench_random(
     dense = random_masked_model(arch, filter_keep=filter_keep, channel_keep=channel_keep)
     small, _ = compact(dense)
     run_id = f"{arch}-random-filter{filter_keep:g}-channel{channel_keep:g}"
-    df = bench(dense, small, run_id=run_id, arch=arch, devices=devices_for(device), budget_s=budget_s)
+    df = bench(
+        dense,
+        small,
+        run_id=run_id,
+        arch=arch,
+        devices=devices_for(device),
+        budget_s=budget_s,
+        batches=batches,
+        warmup=warmup,
+    )
     write_parquet(Path(out) / INFERENCE_FILE, df)
     return df
 
@@ -315,6 +344,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, help="CPU threads (default: every core of this machine)")
     parser.add_argument("--budget-s", type=float, default=BUDGET_S, help="seconds of repeats per model and batch size")
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    parser.add_argument("--batches", default=",".join(map(str, BATCHES)), help="batch sizes, comma-separated")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed passes per model before timing")
     args = parser.parse_args(argv)
 
     def fail(msg: str) -> int:
@@ -333,6 +364,12 @@ def main(argv: list[str] | None = None) -> int:
         return fail(f"--threads must be >= 1, got {args.threads}")
     if not args.budget_s > 0:
         return fail(f"--budget-s must be > 0, got {args.budget_s}")
+    try:
+        batches = tuple(int(b) for b in args.batches.split(","))
+    except ValueError:
+        return fail(f"--batches must be comma-separated integers, got {args.batches!r}")
+    if not batches or min(batches) < 1 or args.warmup < 1:
+        return fail(f"--batches must be >= 1 and --warmup >= 1, got {args.batches!r} and {args.warmup}")
     torch.set_num_threads(args.threads or os.cpu_count() or 1)
     try:
         if args.model is not None:
@@ -347,10 +384,14 @@ def main(argv: list[str] | None = None) -> int:
                 out=args.out,
                 device=args.device,
                 budget_s=args.budget_s,
+                batches=batches,
+                warmup=args.warmup,
             )
             where = Path(args.out) / INFERENCE_FILE
         else:
-            df = bench_run(args.run_dir, device=args.device, budget_s=args.budget_s)
+            df = bench_run(
+                args.run_dir, device=args.device, budget_s=args.budget_s, batches=batches, warmup=args.warmup
+            )
             where = Path(args.run_dir) / INFERENCE_FILE
     except ExportError as e:
         return fail(str(e))
