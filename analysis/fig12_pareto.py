@@ -146,7 +146,7 @@ def draw(df: pd.DataFrame, exp: Experiment) -> Figure:
         ax.set_xlabel(f"achieved fraction of the dense model's {what} (%), exported model")
         ax.set_title(f"accuracy vs {what}")
     axes[0].set_ylabel("final test accuracy (%)")
-    axes[0].legend(fontsize=8, loc="lower right")
+    axes[0].legend(fontsize=8, loc="center left")
     fig.suptitle("Fig. 12: sparsity-accuracy trade-off of the exported models (labels: nominal channel keep)")
     return fig
 

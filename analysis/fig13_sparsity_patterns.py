@@ -15,7 +15,8 @@ With the run's `export.json` (`python -m prunex.export`, or the run's `--export`
 says what the physically compact model did with it: black = kept by the mask and the export,
 grey = pruned by the mask but still stored (as zeros) in the exported model, because another
 layer reads that channel, white = pruned and physically removed, orange = kept by the mask but
-removed, because nothing reads what that filter produces. The title gives the run's accuracy
+removed, because nothing reads what that filter produces or the input channel is identically
+zero (a pruned filter whose BatchNorm output is negative, cut to 0 by the ReLU). The title gives the run's accuracy
 and the achieved fractions of the dense model's parameters and FLOPs.
 """
 
@@ -168,7 +169,7 @@ def _image(sub: pd.DataFrame) -> tuple[np.ndarray, bool]:
 
 def draw(df: pd.DataFrame, exp: Experiment) -> Figure:
     layers = list(dict.fromkeys(df["layer"]))
-    fig, axes = plt.subplots(1, len(layers), figsize=(3.6 * len(layers), 4.0), squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(1, len(layers), figsize=(4.4 * len(layers), 4.2), squeeze=False, layout="constrained")
     any_export = False
     for ax, layer in zip(axes.flat, layers, strict=True):
         sub = df[df["layer"] == layer]
@@ -195,11 +196,11 @@ def draw(df: pd.DataFrame, exp: Experiment) -> Figure:
         )
         handles = [
             Patch(facecolor=PIXEL_COLORS[KEPT], label="kept"),
-            Patch(facecolor=PIXEL_COLORS[STORED_ZERO], label="pruned, still stored (channel read elsewhere)"),
+            Patch(facecolor=PIXEL_COLORS[STORED_ZERO], label="pruned, still stored\n(channel read elsewhere)"),
             Patch(facecolor=PIXEL_COLORS[REMOVED], edgecolor="#888888", label="pruned and removed"),
-            Patch(facecolor=PIXEL_COLORS[DEAD], label="kept by the mask, removed (output unread)"),
+            Patch(facecolor=PIXEL_COLORS[DEAD], label="kept by the mask, removed\n(unread, or identically zero)"),
         ]
-        fig.legend(handles=handles, loc="outside lower center", ncol=4, fontsize=8)
+        axes.flat[len(layers) - 1].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.03, 1.0), fontsize=8)
     else:
         title += ", black = kept, white = pruned"
     fig.suptitle(title + (" (SCHEMATIC: counts only)" if schematic else ""))
@@ -245,7 +246,8 @@ SPEC = FigureSpec(
     caption_extra="Image = out_keep (rows, output filters) x in_keep (columns, input channels) of the final global "
     "mask; one pixel per k x k kernel; black = kept. A light column is a pruned input channel, a light row a pruned "
     "filter; with export.json, grey = pruned but stored as zeros by the exported model, white = physically removed, "
-    "orange = kept by the mask but removed because no layer reads that filter's output.",
+    "orange = kept by the mask but removed: no layer reads that filter's output, or the input channel is identically "
+    "zero (a pruned filter after BatchNorm and ReLU).",
     methods=("hsadmm",),
 )
 

@@ -18,7 +18,10 @@ swapped every round (so that drift of a shared machine and order effects hit bot
 latency of one forward pass in `torch.inference_mode` after `--warmup` untimed passes, median of repeats (and 10th
 / 90th percentiles), and throughput = batch / median. CPU: `time.perf_counter`,
 `torch.get_num_threads()` threads, and the machine's 1-minute load average when the measurement
-started (`load_1min`: on a shared machine other processes compete for the cores). GPU: CUDA
+started (`load_1min`: on a shared machine other processes compete for the cores; when it is
+far above the core count, use `--threads 1`: OpenMP threads that must meet at every barrier are
+then scheduled apart, and we measured a ResNet-20 forward pass at 3-6 s with 2 threads against
+10 ms with 1). GPU: CUDA
 events around each forward, TF32 off. Repeats: as many as fit in `--budget-s` per model and
 batch (at least 3, at most 50). Also parameters and FLOPs (`torch.utils.flop_counter`, per
 image). Each row carries its ratio to the dense row of the same device and batch.
