@@ -1,12 +1,13 @@
 """Reading run logs, captions, figure output and the command line shared by every figure module.
 
-Analysis reads only `RESULTS/<experiment>/<run_id>/` (config.json, meta.json, parquet tables) and
-never imports training code. `<run_id>` is the name the experiment gives the run: a link to the
-shared run directory `RESULTS/runs/<shared id>` (a run two experiments ask for is trained once and
-found under both names; `shared_runs` lists which experiments use which run), or, in logs written
-before runs were shared (e.g. saved-logs/local), the run directory itself. Tables are read with the
-experiment's name in their `run_id` column. `prunex.log` is imported for `read_parquet`, `LogError` and the column
-lists only, and it imports no torch (tests/test_analysis.py checks that).
+Analysis reads only `RESULTS/<experiment>/<run_id>/` (config.json, meta.json, parquet tables, the
+`export.json` of an exported run) and never imports training code. `<run_id>` is the name the
+experiment gives the run: a link to the shared run directory `RESULTS/runs/<shared id>` (a run two
+experiments ask for is trained once and found under both names; `shared_runs` lists which
+experiments use which run), or, in logs written before runs were shared (e.g. saved-logs/local), the
+run directory itself. Tables are read with the experiment's name in their `run_id` column.
+`prunex.log` is imported for `read_parquet`, `LogError` and the column lists only, and it imports no
+torch (tests/test_analysis.py checks that).
 
 A finished run (its `DONE` marker) is read from its merged tables. A run without `DONE` is partial:
 its tables are rebuilt in memory from the ranks' `parts/` files the way `prunex.log.merge_parts`
@@ -23,6 +24,7 @@ import sys
 import textwrap
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +51,28 @@ MASK_COLUMNS = [
 ]
 WIRE_COLUMNS = ["run_id", "iteration", "node", "tx_bytes", "rx_bytes"]
 FINAL_MASK_COLUMNS = ["run_id", "layer", "out_keep", "in_keep"]
+# prunex.bench.inference.COLUMNS (analysis imports no torch; tests/test_analysis.py checks they agree)
+INFERENCE_COLUMNS = [
+    "run_id",
+    "arch",
+    "variant",
+    "device",
+    "hardware",
+    "threads",
+    "load_1min",
+    "batch",
+    "repeats",
+    "latency_ms",
+    "latency_p10_ms",
+    "latency_p90_ms",
+    "throughput_per_s",
+    "params",
+    "flops",
+    "params_ratio",
+    "flops_ratio",
+    "latency_ratio",
+    "speedup",
+]
 TABLE_COLUMNS: dict[str, list[str]] = {
     "steps": STEPS_COLUMNS,
     "comm": COMM_COLUMNS,
@@ -56,6 +80,7 @@ TABLE_COLUMNS: dict[str, list[str]] = {
     "masks": MASK_COLUMNS,
     "wire": WIRE_COLUMNS,
     "final_masks": FINAL_MASK_COLUMNS,
+    "inference": INFERENCE_COLUMNS,
 }
 TARGET_ACC_PCT = 70.0  # the paper's time-to-accuracy target (Fig. 5a)
 
@@ -183,6 +208,12 @@ class Run:
         if model == "none":
             return "none = real network" + (" (one machine: loopback)" if self.emulated and self.nodes > 1 else "")
         return model
+
+    @cached_property
+    def export(self) -> dict[str, Any] | None:
+        """`export.json` written by `python -m prunex.export` (None when the run was not exported)."""
+        path = self.path / "export.json"
+        return _read_json(path) if path.exists() else None
 
     # -- tables ---------------------------------------------------------------------------------
     def _parts(self, table: str) -> list[Path]:

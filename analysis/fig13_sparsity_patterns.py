@@ -10,6 +10,14 @@ is their outer product. The four layers are spread evenly over the network's dep
 
 Without final_masks.parquet, the last global row of each layer in masks.parquet gives only the
 kept counts: the figure then draws a schematic (kept groups first) and says so.
+
+With the run's `export.json` (`python -m prunex.export`, or the run's `--export`), each pixel also
+says what the physically compact model did with it: black = kept by the mask and the export,
+grey = pruned by the mask but still stored (as zeros) in the exported model, because another
+layer reads that channel, white = pruned and physically removed, orange = kept by the mask but
+removed, because nothing reads what that filter produces or the input channel is identically
+zero (a pruned filter whose BatchNorm output is negative, cut to 0 by the ReLU). The title gives the run's accuracy
+and the achieved fractions of the dense model's parameters and FLOPs.
 """
 
 from __future__ import annotations
@@ -20,9 +28,11 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
-from analysis.common import Experiment, FigureResult, FigureSpec, LogError, Run, cli, render
+from analysis.common import Experiment, FigureResult, FigureSpec, LogError, Run, cli, final_accuracy, render
 
 N_LAYERS = 4
 SCHEMATIC_NOTE = "no final_masks.parquet: schematic from the kept counts in masks.parquet (positions unknown)"
@@ -41,6 +51,7 @@ def _pick_run(exp: Experiment) -> Run | None:
         runs,
         key=lambda r: (
             r.table("final_masks") is not None,
+            r.export is not None,
             r.model == "resnet152",
             -abs(kept(r) - 0.25),
             r.done,
@@ -101,12 +112,36 @@ def compute(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
     if schematic:
         notes.append(SCHEMATIC_NOTE)
     layers = choose_layers(masks)
+    ex = run.export
+    exported = {}
+    if ex is None:
+        notes.append(f"{run.run_id}: no export.json, so no physical removal shown (python -m prunex.export {run.path})")
+    else:
+        path = run.path / "export.json"
+        exported = {
+            str(x["layer"]): (_vector(x["out_keep"], path, x["layer"]), _vector(x["in_keep"], path, x["layer"]))
+            for x in ex.get("layers", [])
+        }
+    steps = run.table("steps")
+    acc = final_accuracy(steps) if steps is not None and len(steps) else float("nan")
     rows = []
     for layer in layers:
         o, i = masks[layer]
-        for axis, vec in (("out", o), ("in", i)):
+        eo, ei = exported.get(layer, (None, None))
+        for axis, vec, evec in (("out", o, eo), ("in", i, ei)):
             rows.extend(
-                {"run_id": run.run_id, "layer": layer, "axis": axis, "index": k, "kept": int(v), "schematic": schematic}
+                {
+                    "run_id": run.run_id,
+                    "layer": layer,
+                    "axis": axis,
+                    "index": k,
+                    "kept": int(v),
+                    "exported": int(evec[k]) if evec is not None and len(evec) == len(vec) else -1,
+                    "schematic": schematic,
+                    "final_test_acc_pct": acc,
+                    "params_fraction_pct": 100 * float((ex or {}).get("params_fraction", float("nan"))),
+                    "flops_fraction_pct": 100 * float((ex or {}).get("flops_fraction", float("nan"))),
+                }
                 for k, v in enumerate(vec)
             )
     keep = run.admm.get("channel_keep", float("nan"))
@@ -114,25 +149,60 @@ def compute(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
     return pd.DataFrame(rows, columns=SPEC.columns), notes
 
 
+# pixel categories: mask x export
+KEPT, STORED_ZERO, REMOVED, DEAD = 3, 2, 0, 1
+PIXEL_COLORS = ["#ffffff", "#ff7f0e", "#b5b5b5", "#000000"]  # removed, dead (removed though kept), stored zero, kept
+
+
+def _image(sub: pd.DataFrame) -> tuple[np.ndarray, bool]:
+    def vec(axis: str, col: str) -> np.ndarray:
+        return sub[sub["axis"] == axis].sort_values("index")[col].to_numpy()
+
+    mask = np.outer(vec("out", "kept"), vec("in", "kept")).astype(bool)
+    eo, ei = vec("out", "exported"), vec("in", "exported")
+    if (eo < 0).any() or (ei < 0).any():
+        return np.where(mask, KEPT, REMOVED), False
+    gone = ~np.outer(eo, ei).astype(bool)
+    img = np.where(mask, np.where(gone, DEAD, KEPT), np.where(gone, REMOVED, STORED_ZERO))
+    return img, True
+
+
 def draw(df: pd.DataFrame, exp: Experiment) -> Figure:
     layers = list(dict.fromkeys(df["layer"]))
-    fig, axes = plt.subplots(1, len(layers), figsize=(3.6 * len(layers), 4.0), squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(1, len(layers), figsize=(4.4 * len(layers), 4.2), squeeze=False, layout="constrained")
+    any_export = False
     for ax, layer in zip(axes.flat, layers, strict=True):
         sub = df[df["layer"] == layer]
         o = sub[sub["axis"] == "out"].sort_values("index")["kept"].to_numpy()
         i = sub[sub["axis"] == "in"].sort_values("index")["kept"].to_numpy()
-        img = np.outer(o, i)
-        ax.imshow(img, cmap="gray_r", vmin=0, vmax=1, interpolation="nearest", aspect="auto")
-        ax.set_title(
-            f"{layer.removesuffix('.weight')}\n{o.sum()}/{len(o)} filters x {i.sum()}/{len(i)} channels, "
-            f"density {100 * img.mean():.0f}%",
-            fontsize=9,
-        )
+        img, has_export = _image(sub)
+        any_export |= has_export
+        ax.imshow(img, cmap=ListedColormap(PIXEL_COLORS), vmin=0, vmax=3, interpolation="nearest", aspect="auto")
+        title = f"{layer.removesuffix('.weight')}\n{o.sum()}/{len(o)} filters x {i.sum()}/{len(i)} channels"
+        title += f", density {100 * np.outer(o, i).mean():.0f}%"
+        if has_export:
+            title += f"\nexported: {100 * np.isin(img, (KEPT, STORED_ZERO)).mean():.0f}% of the weights stored"
+        ax.set_title(title, fontsize=9)
         ax.set_xlabel("input channel")
         ax.set_ylabel("output filter")
         ax.grid(False)
     schematic = bool(df["schematic"].astype(bool).any())
-    title = "Fig. 13: learned (channel + filter) sparsity patterns, white = pruned"
+    title = "Fig. 13: learned (channel + filter) sparsity patterns"
+    if any_export:
+        first = df.iloc[0]
+        title += (
+            f"; exported model: {first['params_fraction_pct']:.0f}% of the parameters, "
+            f"{first['flops_fraction_pct']:.0f}% of the FLOPs, accuracy {first['final_test_acc_pct']:.1f}%"
+        )
+        handles = [
+            Patch(facecolor=PIXEL_COLORS[KEPT], label="kept"),
+            Patch(facecolor=PIXEL_COLORS[STORED_ZERO], label="pruned, still stored\n(channel read elsewhere)"),
+            Patch(facecolor=PIXEL_COLORS[REMOVED], edgecolor="#888888", label="pruned and removed"),
+            Patch(facecolor=PIXEL_COLORS[DEAD], label="kept by the mask, removed\n(unread, or identically zero)"),
+        ]
+        axes.flat[len(layers) - 1].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.03, 1.0), fontsize=8)
+    else:
+        title += ", black = kept, white = pruned"
     fig.suptitle(title + (" (SCHEMATIC: counts only)" if schematic else ""))
     return fig
 
@@ -144,20 +214,40 @@ def summary(df: pd.DataFrame) -> str:
         i = sub[sub["axis"] == "in"]["kept"]
         parts.append(f"{str(layer).removesuffix('.weight')} {o.mean() * i.mean() * 100:.0f}% kept")
     kind = "schematic, " if df["schematic"].astype(bool).any() else ""
-    return f"{kind}density of the shown layers: " + ", ".join(parts)
+    text = f"{kind}density of the shown layers: " + ", ".join(parts)
+    first = df.iloc[0]
+    if (df["exported"] >= 0).all():
+        text += (
+            f"; exported model {first['params_fraction_pct']:.0f}% of the parameters, "
+            f"{first['flops_fraction_pct']:.0f}% of the FLOPs, accuracy {first['final_test_acc_pct']:.1f}%"
+        )
+    return text
 
 
 SPEC = FigureSpec(
     name="fig13_sparsity_patterns",
     experiment="sparsity_patterns",
     title="Fig. 13: learned sparsity patterns",
-    columns=["run_id", "layer", "axis", "index", "kept", "schematic"],
+    columns=[
+        "run_id",
+        "layer",
+        "axis",
+        "index",
+        "kept",
+        "exported",
+        "schematic",
+        "final_test_acc_pct",
+        "params_fraction_pct",
+        "flops_fraction_pct",
+    ],
     compute=compute,
     draw=draw,
     summary=summary,
     caption_extra="Image = out_keep (rows, output filters) x in_keep (columns, input channels) of the final global "
-    "mask; one pixel per k x k kernel; black = kept, white = pruned. A white column is a pruned input channel, a "
-    "white row a pruned filter.",
+    "mask; one pixel per k x k kernel; black = kept. A light column is a pruned input channel, a light row a pruned "
+    "filter; with export.json, grey = pruned but stored as zeros by the exported model, white = physically removed, "
+    "orange = kept by the mask but removed: no layer reads that filter's output, or the input channel is identically "
+    "zero (a pruned filter after BatchNorm and ReLU).",
     methods=("hsadmm",),
 )
 

@@ -12,7 +12,9 @@ Device and cluster options (`--device --site --account --partition --time-min --
 --gres --cpus-per-task --mem --sbatch KEY=VALUE`) are `prunex.slurm`'s. On Slurm an experiment's
 runs go out as one job array per distinct shape (nodes x tasks), via `executor.batch()`; with the
 local and debug executors they run one after another. A failed run does not stop the others: the
-summary lists it with its log path and the exit code is 1.
+summary lists it with its log path and the exit code is 1. Runs that need other runs' results
+(`RunConfig.depends_on`: prune_finetune needs its dense run and the run whose FLOPs it matches)
+go in a later wave, after those have finished; a run whose dependency failed is not started.
 """
 
 from __future__ import annotations
@@ -121,8 +123,23 @@ def dry_run(
     return len(configs), total
 
 
+def waves(configs: list[RunConfig]) -> list[list[RunConfig]]:
+    """`configs` in dependency order (`RunConfig.depends_on`): a wave needs only earlier waves' runs."""
+    names = {c.name for c in configs}
+    placed: set[str] = set()
+    out, left = [], list(configs)
+    while left:
+        wave = [c for c in left if all(d in placed or d not in names for d in c.depends_on)]
+        if not wave:
+            raise ConfigError(f"circular run dependencies among {', '.join(c.name for c in left)}")
+        out.append(wave)
+        placed |= {c.name for c in wave}
+        left = [c for c in left if c.name not in placed]
+    return out
+
+
 def execute(name: str, configs: list[RunConfig], slurm: SlurmOptions, *, echo: bool = True) -> list[tuple[str, str]]:
-    """Run the configs; returns (run name, error) for every failed run."""
+    """Run the configs, wave after wave of dependencies; returns (run name, error) for every failed run."""
     failures: list[tuple[str, str]] = []
     unique: dict[Path, RunConfig] = {}
     for c in configs:  # one run per training configuration
@@ -131,6 +148,16 @@ def execute(name: str, configs: list[RunConfig], slurm: SlurmOptions, *, echo: b
     if echo:
         shared = f" ({len(unique)} distinct trainings)" if len(unique) < len(configs) else ""
         print(f"[{name}] {len(configs)} runs{shared}, {len(unique) - len(todo)} already done", flush=True)
+    for wave in waves(todo):
+        failed = {f for f, _ in failures}
+        blocked = [c for c in wave if failed & set(c.depends_on)]
+        failures += [(c.name, f"not run: {', '.join(sorted(failed & set(c.depends_on)))} failed") for c in blocked]
+        failures += _execute_wave(name, [c for c in wave if c not in blocked], slurm, echo=echo)
+    return failures
+
+
+def _execute_wave(name: str, todo: list[RunConfig], slurm: SlurmOptions, *, echo: bool) -> list[tuple[str, str]]:
+    failures: list[tuple[str, str]] = []
     if todo and todo[0].executor == "slurm":
         shapes: dict[tuple[int, int], list[RunConfig]] = {}
         for c in todo:

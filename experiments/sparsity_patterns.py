@@ -2,7 +2,8 @@
 
 Paper claim (sec. 5.6.2): the masks show vertical (pruned input channel) and horizontal (pruned
 filter) stripes, i.e. structured blocks that can be sliced physically. 75% sparsity = filter keep
-0.5 x channel keep 0.5. The final global masks are logged to `final_masks.parquet`.
+0.5 x channel keep 0.5. The final global masks are logged to `final_masks.parquet`; the run is
+exported (`export.json`: which of the masked filters and channels the compact model removes).
 
     python -m experiments.sparsity_patterns --profile local --results results
 """
@@ -19,7 +20,12 @@ NAME = "sparsity_patterns"
 def runs(p: Profile) -> list[RunConfig]:
     return [
         run(
-            p, NAME, "hsadmm", f"hsadmm-{p.model}-filter0.5-channel0.5", admm=admm(p, filter_keep=0.5, channel_keep=0.5)
+            p,
+            NAME,
+            "hsadmm",
+            f"hsadmm-{p.model}-filter0.5-channel0.5",
+            admm=admm(p, filter_keep=0.5, channel_keep=0.5),
+            export=True,
         )
     ]
 

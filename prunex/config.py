@@ -172,6 +172,25 @@ class DDPConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class PruneFinetuneConfig:
+    """Prune-then-finetune: a dense model, one-shot L1 structured pruning, masked DDP fine-tuning.
+
+    Runs are named within the same experiment directory. The FLOPs target is `flops_from`'s
+    achieved fraction (its `export.json`) when given, else `flops_keep`.
+    """
+
+    init_from: str = ""  # run whose final_model.pt is the dense model
+    flops_from: str = ""  # run whose exported FLOPs fraction is the target
+    flops_keep: float = 1.0  # target fraction of the dense FLOPs (without flops_from)
+
+    def __post_init__(self) -> None:
+        for name in ("init_from", "flops_from"):
+            if getattr(self, name):
+                check_name(getattr(self, name), f"prune_finetune {name} run name")
+        _check_keep("prune_finetune flops_keep", self.flops_keep)
+
+
+@dataclass(frozen=True, kw_only=True)
 class LinkConfig:
     """How inter-node links are modelled. `netns-tc`: real shaped links (mini cluster);
     `alpha-beta`: the comm layer delays inter-node collectives by alpha + bytes/beta;
@@ -217,10 +236,13 @@ class RunConfig:
     collective_timeout_s: float = 300.0  # every process group; a dead rank ends the job by then
     # wall-clock minutes between checkpoints, taken at the next evaluation point (0: at every one)
     checkpoint_every_min: float = 20.0
+    export: bool = False  # after training, rank 0 exports the compact model and benches inference
+    bench_budget_s: float = 5.0  # --export: seconds of timed repeats per model and batch size
     admm: ADMMConfig = field(default_factory=ADMMConfig)
     topk: TopKConfig = field(default_factory=TopKConfig)
     pactrain: PacTrainConfig = field(default_factory=PacTrainConfig)
     ddp: DDPConfig = field(default_factory=DDPConfig)
+    prune_finetune: PruneFinetuneConfig = field(default_factory=PruneFinetuneConfig)
     link: LinkConfig = field(default_factory=LinkConfig)
 
     def __post_init__(self) -> None:
@@ -271,10 +293,14 @@ class RunConfig:
             raise ConfigError(f"train_subset must be >= 0, got {self.train_subset}")
         if self.num_workers < 0:
             raise ConfigError(f"num_workers must be >= 0, got {self.num_workers}")
+        if not self.bench_budget_s > 0:
+            raise ConfigError(f"bench budget must be > 0 s, got {self.bench_budget_s}")
         if not self.collective_timeout_s > 0:
             raise ConfigError(f"collective timeout must be > 0 s, got {self.collective_timeout_s}")
         if not (self.checkpoint_every_min >= 0 and math.isfinite(self.checkpoint_every_min)):
             raise ConfigError(f"checkpoint cadence must be >= 0 minutes, got {self.checkpoint_every_min}")
+        if self.method == "prune_finetune" and not self.prune_finetune.init_from:
+            raise ConfigError("prune_finetune needs the dense run to start from (--init-from RUN_NAME)")
         check_name(self.experiment, "experiment name")
         if self.experiment == SHARED_RUNS_DIR:
             raise ConfigError(f"experiment name {SHARED_RUNS_DIR!r} is reserved for the shared run directories")
@@ -296,6 +322,14 @@ class RunConfig:
 
     def default_name(self) -> str:
         return f"{self.method}-{self.model}-{self.dataset}-{self.nodes}x{self.procs_per_node}-s{self.seed}"
+
+    @property
+    def depends_on(self) -> list[str]:
+        """Runs of the same experiment that must be finished before this one starts."""
+        if self.method != "prune_finetune":
+            return []
+        pf = self.prune_finetune
+        return [n for n in (pf.init_from, pf.flops_from) if n]
 
     @property
     def run_id(self) -> str:
@@ -339,6 +373,7 @@ _NESTED = {
     "topk": TopKConfig,
     "pactrain": PacTrainConfig,
     "ddp": DDPConfig,
+    "prune_finetune": PruneFinetuneConfig,
     "link": LinkConfig,
 }
 

@@ -7,9 +7,10 @@ Options shared by every method: --epochs --batch-size --lr --seed --name --data-
 options: --grad-dtype (ddp), --topk-ratio (topk), --density (pactrain), and the ADMM and pruning
 options of hsadmm/flat_admm (--iterations --local-epochs --channel-keep --filter-keep
 --shape-keep --freeze-iteration --retrain-epochs --bucket-mb --rho-intra --rho-inter
---momentum-policy --average-bn-stats). Device and cluster: --device auto|cuda|cpu and the Slurm
-options of `prunex.slurm` (--site --account --partition --time-min --gpus-per-node --gres
---cpus-per-task --mem --sbatch KEY=VALUE). The
+--momentum-policy --average-bn-stats), of prune_finetune (--init-from --flops-from --flops-keep);
+--export exports and benches the final model after training. Device and cluster: --device
+auto|cuda|cpu and the Slurm options of `prunex.slurm` (--site --account --partition --time-min
+--gpus-per-node --gres --cpus-per-task --mem --sbatch KEY=VALUE). The
 configuration is validated before anything is launched: a bad value is one line on stderr and
 exit code 2.
 """
@@ -26,6 +27,7 @@ from prunex.config import (
     DDPConfig,
     LinkConfig,
     PacTrainConfig,
+    PruneFinetuneConfig,
     RunConfig,
     TopKConfig,
 )
@@ -57,6 +59,9 @@ _NESTED_OPTIONS = {
     "density": ("pactrain", "density"),
     "prune_epochs": ("pactrain", "prune_epochs"),
     "prune_every": ("pactrain", "prune_every"),
+    "init_from": ("prune_finetune", "init_from"),
+    "flops_from": ("prune_finetune", "flops_from"),
+    "flops_keep": ("prune_finetune", "flops_keep"),
     "link_model": ("link", "model"),
     "inter_latency_s": ("link", "alpha_s"),
     "inter_bw_gbit": ("link", "bandwidth_gbit"),
@@ -66,6 +71,7 @@ _NESTED_TYPES = {
     "ddp": DDPConfig,
     "topk": TopKConfig,
     "pactrain": PacTrainConfig,
+    "prune_finetune": PruneFinetuneConfig,
     "link": LinkConfig,
 }
 
@@ -122,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
         "density",
         "inter_latency_s",
         "inter_bw_gbit",
+        "flops_keep",
     ):
         g.add_argument("--" + opt.replace("_", "-"), type=float)
     g.add_argument("--layers", help="fnmatch glob of the constrained parameter names")
@@ -135,6 +142,14 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--grad-dtype", choices=["fp32", "bf16", "fp16"])
     g.add_argument("--topk-momentum-correction", action="store_true", default=None)
     g.add_argument("--link-model", help="none, alpha-beta or netns-tc")
+    g.add_argument("--init-from", help="prune_finetune: run (same experiment) whose final model is pruned")
+    g.add_argument("--flops-from", help="prune_finetune: run whose exported FLOPs fraction is the target")
+    p.add_argument(
+        "--export",
+        action="store_true",
+        default=None,
+        help="after training: export the compact model and bench inference (prunex.export, prunex.bench.inference)",
+    )
     add_cluster_options(p)  # --device, --site, --account, ... (prunex.slurm)
     return p
 

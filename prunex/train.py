@@ -155,7 +155,8 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
         if topo.rank == 0:
             print(f"[{config.name}] resumed after iteration {start - 1} ({start}/{total} done)", flush=True)
     cadence = checkpoint.Cadence(config.checkpoint_every_min)
-    k, test_acc, evaluated = start - 1, float("nan"), None
+    k, test_acc = start - 1, float("nan")
+    evaluated: tuple[int, nn.Module] | None = None  # the last evaluated model (BatchNorm re-estimated)
     nan_at = int(os.environ.get("PRUNEX_FAULT_NAN_AT", "-1"))
     preempt_at = int(os.environ.get("PRUNEX_FAULT_PREEMPT_AT", "-1"))
     for k in range(start, total):
@@ -185,9 +186,10 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
             inter_before = comm.job_inter_bytes  # evaluation traffic is not training traffic
             votes = [int(cadence.due()), int(checkpoint.Preemption.requested())]
             try:
-                test_acc, (clock_votes, preempt_votes), row, evaluated = _evaluate(
+                test_acc, (clock_votes, preempt_votes), row, model_copy = _evaluate(
                     method, config, comm, device, test_loader, k, votes
                 )
+                evaluated = (k, model_copy)
             except Exception as e:  # as for training: name the rank, the iteration and the phase
                 raise RuntimeError(
                     f"rank {topo.rank} (node {topo.node}) failed in iteration {k} during the evaluation"
@@ -270,14 +272,16 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
     log.flush()
     dist.barrier(group=groups.flat)  # every rank's parts are on disk (a control message, not logged)
     if topo.rank == 0:
-        # the trained model as it was last evaluated (ADMM: the masked consensus z; BatchNorm statistics
-        # re-estimated as for evaluation), loadable with weights_only=True. Every method evaluates after
-        # its last iteration, so the fallback (the model without re-estimated statistics) is for a run
-        # resumed after its last evaluation only.
-        final = evaluated if evaluated is not None else method.eval_model()
+        # the trained model (ADMM: the masked consensus z), loadable with weights_only=True: the one
+        # whose accuracy was logged last (its BatchNorm statistics re-estimated and averaged) when that
+        # was the final iteration, else the method's evaluated model as it stands (a run resumed after
+        # its last evaluation)
+        final = evaluated[1] if evaluated is not None and evaluated[0] == k else method.eval_model()
         buf = io.BytesIO()
         torch.save(final.state_dict(), buf)
         write_atomic(run_dir / "final_model.pt", buf.getvalue())
+        if config.export:
+            export_and_bench(run_dir, device, config.bench_budget_s)
         merge_parts(run_dir, done=True)
         shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
         summary = {"iterations": k + 1, "wall_s": wall, "final_test_acc": test_acc}
@@ -295,6 +299,23 @@ def _checkpoint_row(stats: checkpoint.SaveStats, topo) -> dict[str, Any]:
         "bytes": stats.bytes,
         "write_s": stats.write_s,
     }
+
+
+def export_and_bench(run_dir: Path, device: torch.device, budget_s: float) -> None:
+    """`--export`: the compact model (`prunex.export`) and its inference bench, on this job's machine.
+
+    Runs on rank 0 after every rank has finished training, with every core of the machine, before
+    the run is marked DONE (a failure leaves the run unfinished, and a relaunch redoes only this).
+    """
+    from prunex.bench.inference import bench_run, describe
+    from prunex.export import export_run, summary
+
+    if device.type == "cpu" and "OMP_NUM_THREADS" not in os.environ:
+        torch.set_num_threads(os.cpu_count() or 1)
+    result = export_run(run_dir, device=device)
+    print(f"[{run_dir.name}] export: {summary(result)}", flush=True)
+    df = bench_run(run_dir, device="auto" if device.type == "cuda" else "cpu", budget_s=budget_s)
+    print(f"[{run_dir.name}] inference:\n{describe(df)}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

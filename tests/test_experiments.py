@@ -1,5 +1,6 @@
 """The experiment suite: every module, every profile, dry runs, smoke (golden Slurm parameters: test_slurm.py)."""
 
+import dataclasses
 import importlib
 import json
 from pathlib import Path
@@ -9,8 +10,8 @@ import pytest
 
 from experiments import all as all_experiments
 from experiments import cli
-from experiments.common import PROFILE_NAMES
-from prunex.config import RunConfig
+from experiments.common import PROFILE_NAMES, profile
+from prunex.config import ConfigError, RunConfig
 
 MODULES = all_experiments.EXPERIMENTS
 
@@ -39,10 +40,11 @@ def test_dry_run_prints_every_run_and_submits_nothing(tmp_path: Path, capsys, mo
     assert cli.main("pareto", importlib.import_module("experiments.pareto").runs, None, argv) == 0
     out, err = capsys.readouterr()
     lines = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
-    assert len(lines) == 30 and all(x["params"]["slurm_partition"] == "gpu" for x in lines)
+    assert len(lines) == 3 * (10 + 1 + 9)  # per model: hsadmm at 10 keep rates, dense ddp, 9 prune-then-finetune
+    assert all(x["params"]["slurm_partition"] == "gpu" for x in lines)
     assert all(x["params"]["gpus_per_node"] == 4 for x in lines)  # one GPU per task, without a site too
     assert all(x["device"] == "cuda" and x["estimate"] is None for x in lines)  # no site: nothing to estimate on
-    assert "[pareto] 30 runs; no GPU-hour estimate" in out
+    assert "[pareto] 60 runs; no GPU-hour estimate" in out
     assert "--account is required" in err  # what a real submission would refuse, said once
     assert not results.exists()
 
@@ -89,3 +91,19 @@ def test_whole_smoke_profile_end_to_end(data_root: Path, tmp_path: Path) -> None
             assert len(steps) > 0 and steps["test_acc"].notna().any()
     # a second invocation finds everything done and runs nothing
     assert all_experiments.main(["--profile", "smoke", "--results", str(results)]) == 0
+
+
+def test_prune_finetune_runs_wait_for_the_runs_they_need() -> None:
+    from experiments import pareto
+
+    configs = cli.resolve("pareto", pareto.runs, "local", None, "/tmp/unused")
+    waves = cli.waves(configs)
+    assert [sorted({c.method for c in w}) for w in waves] == [["ddp", "hsadmm"], ["prune_finetune"]]
+    first = {c.name for c in waves[0]}
+    for c in waves[1]:
+        assert set(c.depends_on) <= first and c.epochs == pareto.retrain_epochs(profile("local")) == 4
+    assert all(c.export for c in configs)
+    # a dependency that is already done (not in the list) does not hold a run back
+    assert cli.waves(waves[1]) == [waves[1]]
+    with pytest.raises(ConfigError, match="init-from"):
+        dataclasses.replace(configs[0], method="prune_finetune")

@@ -85,6 +85,15 @@ _METHODS = (
         "pactrain",
         "flat AllReduce of the gradients' kept entries, packed densely without indices",
     ),
+    MethodInfo(
+        "prune_finetune",
+        "Prune-then-finetune (L1)",
+        "#d62728",  # red
+        "prunex.methods.prune_finetune:PruneFinetune",
+        False,
+        "ddp",
+        "a dense DDP-trained model pruned once by L1 norms, fine-tuned with DDP (dense AllReduce, mask re-applied)",
+    ),
 )
 REGISTRY: dict[str, MethodInfo] = {m.name: m for m in _METHODS}
 METHOD_NAMES: tuple[str, ...] = tuple(REGISTRY)  # in the order figures list them

@@ -1,0 +1,88 @@
+"""`prune_finetune`: the prune-then-finetune baseline beside H-SADMM (issue 17; Li et al. 2017).
+
+A dense model trained by another run (`--init-from`, e.g. a `ddp` run of the same experiment) is
+pruned once, before the first step, by `prunex.pruning.oneshot.prune_to_flops`: L1 norms of the
+filters, the same fraction of every internal channel space, the largest fraction whose exported
+model has at most the target FLOPs: `--flops-from RUN`'s achieved fraction (its `export.json`,
+written by `prunex.export`), else `--flops-keep`. It is then fine-tuned with DDP exactly like the
+`ddp` method (same hook, same logs) for `--epochs` epochs, the mask enforced after every step
+(pruned weights back to zero), which trains exactly the physically pruned network: pruned
+channels are read by nobody, so they pass no gradient to the kept weights.
+
+The experiment gives it the retraining budget H-SADMM gets (experiments/pareto.py). The mask is
+logged once as `final_masks` (layer, out_keep, in_keep, density), and the pruning decision as
+`pruning` (target and achieved FLOPs fraction, keep rate).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from prunex.methods.base import Context
+from prunex.methods.ddp import DDP
+from prunex.pruning import group_mask_from_mask
+from prunex.pruning.oneshot import apply_masks, prune_to_flops
+
+
+def _run_dir(ctx: Context, name: str) -> Path:
+    return Path(ctx.config.results).resolve() / ctx.config.experiment / name
+
+
+def flops_target(ctx: Context) -> float:
+    """The FLOPs fraction to prune to: `flops_from`'s exported fraction, else `flops_keep`."""
+    pf = ctx.config.prune_finetune
+    if not pf.flops_from:
+        return pf.flops_keep
+    path = _run_dir(ctx, pf.flops_from) / "export.json"
+    try:
+        return float(json.loads(path.read_text())["flops_fraction"])
+    except (OSError, ValueError, KeyError) as e:
+        raise RuntimeError(
+            f"prune_finetune: no achieved FLOPs in {path} ({type(e).__name__}); run `python -m prunex.export "
+            f"{path.parent}` or finish that run with --export first"
+        ) from None
+
+
+class PruneFinetune(DDP):
+    name = "prune_finetune"
+
+    def __init__(self, ctx: Context) -> None:
+        pf = ctx.config.prune_finetune
+        weights = _run_dir(ctx, pf.init_from) / "final_model.pt"
+        if not weights.exists():
+            raise RuntimeError(f"prune_finetune: the dense run has no {weights} (not finished?)")
+        ctx.model.load_state_dict(torch.load(weights, map_location=ctx.device, weights_only=True))
+        target = flops_target(ctx)
+        self.masks, keep, achieved = prune_to_flops(ctx.model, target)
+        apply_masks(ctx.model, self.masks)
+        super().__init__(ctx)  # DDP wraps the pruned model
+        if ctx.topo.rank == 0:
+            row = {"target_flops_fraction": target, "flops_fraction": achieved, "keep": keep, "init_from": pf.init_from}
+            ctx.log.append("pruning", [row])
+            ctx.log.append("final_masks", self.mask_rows())
+
+    def mask_rows(self) -> list[dict[str, Any]]:
+        rows = []
+        for layer, m in self.masks.items():
+            g = group_mask_from_mask(m.cpu())
+            out_keep = torch.zeros(g.total_out, dtype=torch.int64).index_fill_(0, g.out_idx, 1)
+            in_keep = torch.zeros(g.total_in, dtype=torch.int64).index_fill_(0, g.in_idx, 1)
+            rows.append(
+                {
+                    "layer": layer,
+                    "out_keep": "".join(map(str, out_keep.tolist())),
+                    "in_keep": "".join(map(str, in_keep.tolist())),
+                    "density": g.density,
+                }
+            )
+        return rows
+
+    def step(self, x: torch.Tensor, y: torch.Tensor) -> float:
+        loss = super().step(x, y)
+        with torch.no_grad():
+            apply_masks(self.ctx.model, self.masks)  # the pruned weights stay zero
+        return loss

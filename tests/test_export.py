@@ -1,0 +1,186 @@
+"""Physical export (prunex.export), its channel analysis, the L1 baseline's masks and the inference bench."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+
+from prunex import export
+from prunex.bench import inference
+from prunex.bench.inference import mask_randomly_
+from prunex.config import RunConfig
+from prunex.models import build_model
+from prunex.pruning.channels import UnsupportedGraph, removable_channels, trace_channels
+from prunex.pruning.oneshot import apply_masks, l1_channel_masks, prune_to_flops
+
+KINDS = {"filter": (0.5, 1.0), "channel": (1.0, 0.5), "both": (0.5, 0.5)}
+X = torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(1))  # small images: a fast forward
+
+
+@pytest.mark.parametrize("arch", ["resnet20", "resnet18", "resnet152", "wide_resnet50_2"])
+def test_export_is_exact_and_smaller_for_every_mask_kind(arch: str) -> None:
+    torch.manual_seed(0)
+    base = build_model(arch).eval()
+    for kind, (fk, ck) in KINDS.items():
+        masked = mask_randomly_(copy.deepcopy(base), filter_keep=fk, channel_keep=ck, seed=3)
+        small, res = export.compact(masked, measure=False)
+        err, n = export.max_relative_error(masked, small, [X], torch.device("cpu"))
+        assert n == 2 and err <= export.TOLERANCE, f"{arch} {kind}: relative error {err:.3g}"
+        assert res.compact_params < res.dense_params, f"{arch} {kind}: nothing removed"
+        assert 0 < res.mask_zeros_removed <= res.mask_zeros
+        # the export keeps nothing that is removable: its own analysis finds nothing more to remove
+        assert not any(bool(r.any()) for r in removable_channels(small).values()), f"{arch} {kind}"
+        del masked, small
+
+
+def test_filter_pruned_channels_stay_when_their_constant_is_read() -> None:
+    """A zeroed filter whose BatchNorm shift is positive feeds relu(beta) > 0 to its reader: not removable."""
+    model = build_model("resnet20").eval()
+    conv, bn = model.layer1[0].conv1, model.layer1[0].bn1
+    with torch.no_grad():
+        conv.weight[0].zero_()
+        conv.weight[1].zero_()
+        bn.bias[0], bn.bias[1] = 0.3, -0.3  # channel 0 carries relu(0.3), channel 1 relu(-0.3) = 0
+    small, _ = export.compact(model, measure=False)
+    assert small.layer1[0].conv1.out_channels == 15  # only the channel that is identically zero went
+    err, _ = export.max_relative_error(model, small, [X], torch.device("cpu"))
+    assert err <= export.TOLERANCE
+
+
+def test_a_layer_with_nothing_left_is_refused() -> None:
+    model = build_model("resnet20").eval()
+    with torch.no_grad():
+        model.layer2[1].conv2.weight.zero_()
+    with pytest.raises(export.ExportError, match=r"layer layer2\.1\.conv2\.weight: the mask removes every weight"):
+        export.compact(model)
+
+
+def test_the_cli_refuses_an_empty_layer_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "config.json").write_text(json.dumps(RunConfig(method="hsadmm").to_dict()))
+    model = build_model("resnet20")
+    with torch.no_grad():
+        model.layer3[0].conv1.weight.zero_()
+    torch.save(model.state_dict(), run_dir / "final_model.pt")
+    assert export.main([str(run_dir)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "layer3.0.conv1.weight" in err[0] and not (run_dir / export.COMPACT_FILE).exists()
+    assert export.main([str(tmp_path / "nowhere")]) == 2
+    assert "not a run directory" in capsys.readouterr().err
+
+
+def test_unknown_operations_are_refused() -> None:
+    class Gate(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(3, 4, 3)
+            self.fc = nn.Linear(4, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.fc(torch.sigmoid(self.conv(x)).mean((2, 3)))
+
+    with pytest.raises(UnsupportedGraph, match="sigmoid"):
+        trace_channels(Gate())
+
+
+def test_the_exported_file_loads_in_a_fresh_process_without_prunex(tmp_path: Path) -> None:
+    masked = mask_randomly_(build_model("resnet20").eval(), filter_keep=0.5, channel_keep=0.5, seed=5)
+    small, _ = export.compact(masked, measure=False)
+    path = export.save_program(small, tmp_path / "model.pt2")
+    x = torch.randn(3, 3, 32, 32)
+    torch.save({"x": x}, tmp_path / "x.pt")
+    script = (
+        "import sys, torch\n"
+        "m = torch.export.load(sys.argv[1]).module()\n"
+        "x = torch.load(sys.argv[2])['x']\n"
+        "loaded = [k for k in sys.modules if k.startswith('prunex')]\n"
+        "torch.save({'y': m(x), 'y1': m(x[:1]), 'prunex': loaded}, sys.argv[3])\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    subprocess.run(
+        [sys.executable, "-c", script, str(path), str(tmp_path / "x.pt"), str(tmp_path / "y.pt")],
+        cwd=tmp_path,
+        env=env,
+        check=True,
+        timeout=120,
+    )
+    out = torch.load(tmp_path / "y.pt")
+    assert out["prunex"] == []
+    with torch.no_grad():
+        ref = masked(x)
+    assert float((out["y"] - ref).abs().max() / ref.abs().max()) <= export.TOLERANCE
+    assert torch.allclose(out["y1"], out["y"][:1], rtol=1e-5, atol=1e-6)  # the batch dimension is dynamic
+
+
+def test_l1_masks_prune_internal_channels_to_the_flops_target() -> None:
+    torch.manual_seed(0)
+    dense = build_model("resnet20").eval()
+    masks, keep, achieved = prune_to_flops(dense, 0.6)
+    assert 0 < keep < 1 and achieved <= 0.6
+    pruned = copy.deepcopy(dense)
+    apply_masks(pruned, masks)
+    small, res = export.compact(pruned)
+    assert res.flops_fraction == pytest.approx(achieved)
+    assert res.mask_zeros_removed == res.mask_zeros  # the L1 masks are exactly removable
+    # a little more keep would exceed the target: the largest feasible uniform keep was found
+    looser = copy.deepcopy(dense)
+    apply_masks(looser, l1_channel_masks(dense, min(1.0, keep + 0.05)))
+    assert export.compact(looser)[1].flops_fraction > 0.6
+    # Li et al.: in every internal space, the kept filters have the largest L1 norms
+    conv = dense.layer2[1].conv1.weight.detach()
+    l1 = conv.abs().sum((1, 2, 3))
+    kept = masks["layer2.1.conv1.weight"].flatten(1).any(1)
+    assert l1[kept].min() >= l1[~kept].max()
+    assert not masks["layer2.1.conv2.weight"][:, ~kept].any()  # the reader's slices go with them
+    assert masks["layer2.1.conv2.weight"].flatten(1).any(1).all()  # shortcut-stream channels untouched
+
+
+@pytest.mark.slow
+def test_export_run_and_bench_write_their_tables(data_root: Path, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "config.json").write_text(json.dumps(RunConfig(method="hsadmm", name="r").to_dict()))
+    torch.manual_seed(0)
+    model = inference.random_masked_model("resnet20", filter_keep=1.0, channel_keep=0.5)
+    torch.save(model.state_dict(), run_dir / "final_model.pt")
+    df = inference.bench_run(run_dir, device="cpu", budget_s=0.01)
+    info = json.loads((run_dir / export.EXPORT_JSON).read_text())
+    assert info["check_samples"] == 359 and info["max_rel_err"] <= export.TOLERANCE
+    assert 0 < info["flops_fraction"] < 1 and info["params_fraction"] == info["compact_params"] / info["dense_params"]
+    assert list(pd.read_parquet(run_dir / inference.INFERENCE_FILE).columns) == inference.COLUMNS
+    assert set(df["batch"]) == set(inference.BATCHES) and set(df["variant"]) == {"dense", "compact"}
+    comp = df[df["variant"] == "compact"]
+    assert (comp["flops_ratio"] == info["flops_fraction"]).all() and (comp["repeats"] >= 3).all()
+    assert (df["latency_ms"] > 0).all() and (df["threads"] == torch.get_num_threads()).all()
+
+
+def test_analysis_reads_the_columns_the_bench_writes() -> None:
+    from analysis.common import INFERENCE_COLUMNS
+
+    assert INFERENCE_COLUMNS == inference.COLUMNS
+
+
+def test_the_bench_cli_refuses_bad_input_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    bad = [
+        [],  # neither a run nor --model
+        ["--model", "resnet20"],  # no --out
+        ["--model", "resnet21", "--out", str(tmp_path)],
+        ["--model", "resnet20", "--out", str(tmp_path), "--channel-keep", "0"],
+        ["--model", "resnet20", "--out", str(tmp_path), "--batches", "1,x"],
+        [str(tmp_path / "nowhere")],
+    ]
+    for argv in bad:
+        assert inference.main(argv) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: "), (argv, err)
+    assert not (tmp_path / inference.INFERENCE_FILE).exists()
