@@ -42,7 +42,7 @@ import torch
 from torch import Tensor, nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from prunex.pruning import group_mask_from_mask
+from prunex.pruning import GroupMask
 from prunex.pruning.channels import ChannelGraph, UnsupportedGraph, nonzero_counts, removable_channels, trace_channels
 
 TOLERANCE = 1e-5  # max |compact - masked| / max |masked| over the checked logits
@@ -200,7 +200,7 @@ def compact(model: nn.Module, *, measure: bool = True) -> tuple[nn.Module, Expor
             n_zero, n_zero_gone = int(zero.sum()), int(zero[~kept].sum())
             zeros, zeros_removed = zeros + n_zero, zeros_removed + n_zero_gone
             live_removed += int(counts[name][~kept].sum())
-            g = group_mask_from_mask(pairs[name])  # the mask's kept filters and channels (sec. 4.4.1)
+            g = GroupMask.from_support(pairs[name])  # the mask's kept filters and channels (sec. 4.4.1)
             layers.append(
                 LayerExport(
                     layer=_param_name(name),

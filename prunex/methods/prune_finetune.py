@@ -24,7 +24,7 @@ import torch
 
 from prunex.methods.base import Context
 from prunex.methods.ddp import DDP
-from prunex.pruning import group_mask_from_mask
+from prunex.pruning import GroupMask
 from prunex.pruning.oneshot import apply_masks, prune_to_flops
 
 
@@ -68,7 +68,7 @@ class PruneFinetune(DDP):
     def mask_rows(self) -> list[dict[str, Any]]:
         rows = []
         for layer, m in self.masks.items():
-            g = group_mask_from_mask(m.cpu())
+            g = GroupMask.from_support(m.cpu())
             out_keep = torch.zeros(g.total_out, dtype=torch.int64).index_fill_(0, g.out_idx, 1)
             in_keep = torch.zeros(g.total_in, dtype=torch.int64).index_fill_(0, g.in_idx, 1)
             rows.append(
@@ -76,7 +76,7 @@ class PruneFinetune(DDP):
                     "layer": layer,
                     "out_keep": "".join(map(str, out_keep.tolist())),
                     "in_keep": "".join(map(str, in_keep.tolist())),
-                    "density": g.density,
+                    "density": g.density(),
                 }
             )
         return rows

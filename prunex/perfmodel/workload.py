@@ -377,7 +377,8 @@ def method_workload(
     """The :class:`Workload` of one iteration of ``method`` (``shard``: training samples per rank), by
     the builder its registry entry names. ``kept``/``dynamic`` (H-SADMM): the kept groups (default: from
     the keep rates) and the share of iterations with a dynamic mask (default: ``opts.dynamic_fraction``)."""
-    return WORKLOADS[method_info(method).workload](spec, opts, world, shard, kept, dynamic)
+    work = WORKLOADS[method_info(method).workload](spec, opts, world, shard, kept, dynamic)
+    return replace(work, method=method)  # a method may share another's workload (prune_finetune: DDP's)
 
 
 # ------------------------------------------------------------------------------------------ costing
