@@ -1,19 +1,22 @@
-"""Every experiment of the paper, in order: `python -m experiments.all --profile local --results DIR`.
+"""Every experiment of the paper: `python -m experiments.all --profile local --results DIR`.
 
-Takes the options of `experiments.cli` (`--only` selects experiments by name here). A failed
-experiment does not stop the others; the exit code is 1 if any run failed.
+Takes the options of `experiments.cli` (`--only` selects experiments by name here, a glob). The
+experiments do not depend on each other: on Slurm all their runs are submitted at once (one job
+array per shape) and waited for together; with the local executor they run one after another, in
+the order below. Stopping the driver and running the same command again resumes where it was
+(`experiments.cli`): finished runs are skipped, live jobs reattached, failed ones resubmitted. A
+failed run does not stop the others; the exit code is 1 if any failed.
 """
 
 from __future__ import annotations
 
-import contextlib
 import fnmatch
 import importlib
 import sys
 import time
 
 from experiments import cli
-from prunex.lock import LockHeld, results_lock
+from prunex.config import ConfigError
 
 EXPERIMENTS = (
     "time_to_accuracy",
@@ -33,30 +36,20 @@ def main(argv: list[str] | None = None) -> int:
     if not names:
         print(f"error: unknown experiment {args.only!r}; known: {', '.join(EXPERIMENTS)}", file=sys.stderr)
         return 2
-    forwarded = [a for a in (argv if argv is not None else sys.argv[1:])]
-    if args.only:  # --only selects experiments here, not runs
-        i = forwarded.index("--only")
-        del forwarded[i : i + 2]
-    failed = []
     t0 = time.monotonic()
     try:
-        with results_lock(args.results) if not args.dry_run else contextlib.nullcontext():
-            for i, name in enumerate(names):
-                print(
-                    f"[all] experiment {i + 1}/{len(names)}: {name} ({time.monotonic() - t0:.0f}s so far)", flush=True
-                )
-                module = importlib.import_module(f"experiments.{name}")
-                if cli.main(name, module.runs, module.__doc__, forwarded) != 0:
-                    failed.append(name)
-    except LockHeld as e:
+        selected = {}
+        for name in names:
+            module = importlib.import_module(f"experiments.{name}")
+            selected[name] = cli.resolve(name, module.runs, args.profile, args.executor, args.results)
+        slurm = cli.slurm_options(args)
+    except (ConfigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
-        return 3
-    print(
-        f"[all] {len(names) - len(failed)}/{len(names)} experiments complete in {time.monotonic() - t0:.0f}s"
-        + (f"; failed: {', '.join(failed)}" if failed else ""),
-        flush=True,
-    )
-    return 1 if failed else 0
+        return 2
+    rc = cli.run_experiments(selected, args, "all", slurm)
+    if not args.dry_run and rc in (0, 1):
+        print(f"[all] {len(names)} experiment(s) in {time.monotonic() - t0:.0f}s", flush=True)
+    return rc
 
 
 if __name__ == "__main__":

@@ -76,15 +76,21 @@ def save(run_dir: Path, rank: int, config: RunConfig, iteration: int, wall: floa
         path_for(run_dir, rank, old).unlink(missing_ok=True)
 
 
+def newest_common_iteration(run_dir: Path, world_size: int) -> int | None:
+    """The newest iteration every rank has a checkpoint of (where a resumed run goes on), or None."""
+    common = set(_iterations(run_dir, 0))
+    for r in range(1, world_size):
+        common &= set(_iterations(run_dir, r))
+    return max(common) if common else None
+
+
 def load(run_dir: Path, rank: int, config: RunConfig, device: torch.device) -> dict[str, Any] | None:
     """This rank's checkpoint of the newest iteration every rank saved, or None; a checkpoint of
     another configuration is refused."""
-    common = set(_iterations(run_dir, 0))
-    for r in range(1, config.world_size):
-        common &= set(_iterations(run_dir, r))
-    if not common:
+    newest = newest_common_iteration(run_dir, config.world_size)
+    if newest is None:
         return None
-    path = path_for(run_dir, rank, max(common))
+    path = path_for(run_dir, rank, newest)
     state = torch.load(path, map_location=device, weights_only=True)
     differ = config.diff(RunConfig.from_dict(state["config"]), ignore=("executor", "results", "link"))
     if differ:
