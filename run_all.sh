@@ -102,16 +102,16 @@ forward() {
   fi
 }
 run_child() {
-  local status=0 again
+  local status=0 final=0
   "$@" &
   CHILD=$!
   wait "$CHILD" || status=$?
-  while [ "$status" -gt 128 ]; do  # the wait was interrupted by a trap, or the child ended by a signal
-    again=0
-    wait "$CHILD" || again=$?
-    [ "$again" = 127 ] && break  # the child's status was already collected
-    status=$again
+  while kill -0 "$CHILD" 2>/dev/null; do  # a trap interrupted the wait: the child is still ending
+    status=0
+    wait "$CHILD" || status=$?
   done
+  wait "$CHILD" 2>/dev/null || final=$?  # bash keeps the child's status: its own, not the interrupted wait's
+  [ "$final" = 127 ] || status=$final
   CHILD=""
   return "$status"
 }
