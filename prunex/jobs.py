@@ -229,22 +229,28 @@ def outside_job_env() -> Iterator[None]:
 
 
 # -- questions about a recorded job ----------------------------------------------------------------
-def slurm_states(job_ids: Iterable[str]) -> dict[str, str]:
-    """squeue's state of each job id it still lists (array elements one by one). Raises
-    SlurmUnavailable when squeue fails for another reason than unknown ids."""
+def slurm_states(job_ids: Iterable[str], attempts: int = 3, retry_s: float = 2.0) -> dict[str, str]:
+    """squeue's state of each job id it still lists (array elements one by one). A failing squeue
+    is asked again (`attempts` times, `retry_s` apart: a busy controller, an expired credential);
+    then SlurmUnavailable. Unknown ids (long finished) are simply absent."""
     ids = sorted(set(job_ids))
     if not ids:
         return {}
-    try:
-        res = subprocess.run(
-            ["squeue", "-h", "-r", "-j", ",".join(ids), "-o", "%i|%T"], capture_output=True, text=True, timeout=60
-        )
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise SlurmUnavailable(f"squeue failed: {e}") from None
-    if res.returncode != 0:
-        if "Invalid job id" in res.stderr:  # every id is unknown (long finished)
-            return {} if len(ids) == 1 else _slurm_states_one_by_one(ids)
-        raise SlurmUnavailable(f"squeue failed: {res.stderr.strip().splitlines()[-1:] or res.returncode}")
+    cmd = ["squeue", "-h", "-r", "-j", ",".join(ids), "-o", "%i|%T"]
+    for attempt in range(attempts):
+        try:
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            error = f"squeue failed: {e}"
+        else:
+            if res.returncode == 0:
+                break
+            if "Invalid job id" in res.stderr:  # every id is unknown (long finished)
+                return {} if len(ids) == 1 else _slurm_states_one_by_one(ids)
+            error = f"squeue failed: {(res.stderr.strip().splitlines() or [f'exit code {res.returncode}'])[-1]}"
+        if attempt + 1 == attempts:
+            raise SlurmUnavailable(error)
+        time.sleep(retry_s)
     out = {}
     for line in res.stdout.splitlines():
         job, _, state = line.strip().partition("|")

@@ -364,12 +364,19 @@ def wait_all(
     pending = list(entries)
     failures: list[tuple[str, str]] = []
     tails = {id(e): _Tail(e.job, from_end=e.attached and len(entries) > 1) for e in pending}
-    last_slurm, states = float("-inf"), None
+    last_slurm, states, unavailable_since = float("-inf"), None, None
     try:
         while pending:
             if any(e.record.executor == "slurm" for e in pending) and time.monotonic() - last_slurm > slurm_poll_s:
-                states = jobs.slurm_states(e.record.job_id for e in pending if e.record.executor == "slurm")
                 last_slurm = time.monotonic()
+                try:
+                    states = jobs.slurm_states(e.record.job_id for e in pending if e.record.executor == "slurm")
+                    unavailable_since = None
+                except jobs.SlurmUnavailable as err:  # keep waiting: result files still tell finished jobs
+                    states = None
+                    if unavailable_since is None or time.monotonic() - unavailable_since > 300:
+                        print(f"note: {err}; still waiting for the jobs", file=sys.stderr, flush=True)
+                        unavailable_since = time.monotonic()
             for e in list(pending):
                 done = _finished(e, states)
                 if echo:

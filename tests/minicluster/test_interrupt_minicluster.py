@@ -29,10 +29,10 @@ from prunex.lock import job_history
 
 pytestmark = pytest.mark.minicluster
 ROOT = Path(__file__).resolve().parents[2]
-CANCEL_BOUND_S = 30.0  # scancel -> Slurm no longer runs the job (KillWait is 2 s in the mini cluster)
+CANCEL_BOUND_S = 60.0  # scancel -> Slurm no longer runs the job (KillWait 2 s in the mini cluster, plus polling)
 
 
-def _wait_for(predicate, what: str, timeout: float = 180.0, proc: subprocess.Popen | None = None):
+def _wait_for(predicate, what: str, timeout: float = 600.0, proc: subprocess.Popen | None = None):
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
