@@ -12,8 +12,9 @@ such a job from any process, including a launcher started after the one that sub
   job (controller and ranks). Alive while a process of that group is (zombies aside); cancelled by
   signalling the group. The terminal's Ctrl-C reaches only the launcher, which decides what
   happens (`prunex.interrupt`). A local job never outlives its launcher: the controller asks the
-  kernel for SIGKILL when its parent (the launcher) dies, and every rank does the same for its
-  parent (the controller) in `die_with_parent`, so even `kill -9` of the launcher ends the job.
+  kernel for a signal when its parent (the launcher) dies and then kills its whole process group,
+  and every training rank asks for SIGKILL when its own parent (the controller) dies
+  (`die_with_parent`), so even `kill -9` of the launcher or of the controller ends the job.
   submitit's SIGTERM bypass is for Slurm preemption; local ranks take SIGTERM's default action.
 - `debug`: the job runs inside its launcher; it is alive while that process is.
 
@@ -158,21 +159,21 @@ def _set_pdeathsig(sig: int) -> bool:
         return False
 
 
-def die_with_parent(expected_parent: int | None = None) -> None:
-    """End this process with SIGKILL as soon as its parent dies: prctl(PR_SET_PDEATHSIG) on Linux,
+def die_with_parent(expected_parent: int | None = None, sig: int = signal.SIGKILL) -> None:
+    """Have `sig` sent to this process as soon as its parent dies: prctl(PR_SET_PDEATHSIG) on Linux,
     else a thread polling the parent pid every 0.5 s. If the parent is already gone (it died before
-    the request was made), end now."""
+    the request was made), send it now."""
     parent = expected_parent if expected_parent is not None else os.getppid()
-    if not _set_pdeathsig(signal.SIGKILL):
+    if not _set_pdeathsig(sig):
 
         def watch() -> None:
             while os.getppid() == parent:
                 time.sleep(0.5)
-            os.kill(os.getpid(), signal.SIGKILL)
+            os.kill(os.getpid(), sig)
 
         threading.Thread(target=watch, name="die-with-parent", daemon=True).start()
     if os.getppid() != parent:
-        os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), sig)
 
 
 # -- the local executor ----------------------------------------------------------------------------
@@ -207,11 +208,18 @@ class LocalGroupExecutor(LocalExecutor):
         return LocalJob(folder=self.folder, job_id=str(process.pid), process=process, tasks=list(range(ntasks)))
 
 
+def _kill_own_group(signum: int, frame: object) -> None:
+    os.killpg(os.getpgrp(), signal.SIGKILL)
+
+
 def _controller_main(folder: str) -> None:
-    """The local job's controller: die with the launcher, then run submitit's Controller."""
+    """The local job's controller: when the launcher dies (SIGHUP, asked of the kernel; submitit's
+    Controller uses SIGTERM and USR2), the whole process group, every task whatever it runs, is
+    killed; then submitit's Controller runs the tasks."""
     from submitit.local.local import Controller
 
-    die_with_parent(int(os.environ["PRUNEX_LAUNCHER_PID"]))
+    signal.signal(signal.SIGHUP, _kill_own_group)
+    die_with_parent(int(os.environ["PRUNEX_LAUNCHER_PID"]), signal.SIGHUP)
     Controller(Path(folder)).run()
 
 
