@@ -107,3 +107,32 @@ def test_interrupted_main_job_leaves_the_committed_figures(clone: Path, data_roo
         message,
         "results/smoke (ignored) with the checkpoint; no figures drawn; git status clean",
     )
+
+
+def test_submit_driver_sends_a_one_core_driver_job(clone: Path, tmp_path: Path) -> None:
+    """`--submit-driver` with stand-ins for sinfo and sbatch that record what they were asked."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "sinfo").write_text("#!/bin/sh\necho 'gpu up 1 idle'\n")
+    (fake / "sbatch").write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {tmp_path / "sbatch.args"}\necho 4242\n')
+    for f in fake.iterdir():
+        f.chmod(0o755)
+    results = tmp_path / "results"
+    env = _env()
+    env["PATH"] = os.pathsep.join([str(fake), env["PATH"]])
+    env.pop("PRUNEX_MINICLUSTER_DIR", None)
+    cmd = ["./run_all.sh", "--submit-driver", "--profile", "smoke", "--results", str(results), "--only", "latency"]
+    proc = subprocess.run(cmd, cwd=clone, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert f"driver submitted as Slurm job 4242 (one core); log: {results}/driver-4242.out" in proc.stdout
+    args = (tmp_path / "sbatch.args").read_text().splitlines()
+    assert {"--ntasks=1", "--cpus-per-task=1", "--nodes=1", "--export=ALL,PRUNEX_DRIVER_JOB=1"} <= set(args)
+    assert f"--output={results}/driver-%j.out" in args and any(a.startswith("--time=") for a in args)
+    wrap = args[args.index("--wrap") + 1]
+    assert wrap.endswith(f"./run_all.sh --profile smoke --executor slurm --results {results} --detach --only latency ")
+    assert _git(clone, "status", "--porcelain") == ""
+    # without a Slurm cluster that answers: refused in one line
+    (fake / "sinfo").write_text("#!/bin/sh\necho 'Unable to contact slurm controller' >&2\nexit 1\n")
+    proc = subprocess.run(cmd, cwd=clone, env=env, capture_output=True, text=True, timeout=300)
+    errors = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2 and len(errors) == 1 and "--submit-driver needs a Slurm cluster" in errors[0]
