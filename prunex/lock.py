@@ -225,6 +225,10 @@ def claim_run(run_dir: str | Path, name: str) -> RunClaim:
                 print(f"note: {run_dir / JOB_FILE} is unreadable; taking the run over", file=sys.stderr)
                 _write_claim(run_dir)
                 return RunClaim(run_dir)
+            mine = record.launcher_pid == os.getpid() and record.host == socket.gethostname()
+            if mine and record.executor == "debug":  # this process's own foreground run, which has ended
+                _write_claim(run_dir)
+                return RunClaim(run_dir, previous=record)
             try:
                 st = jobs.state(record)
             except jobs.SlurmUnavailable as e:
@@ -242,19 +246,19 @@ def claim_run(run_dir: str | Path, name: str) -> RunClaim:
                 )
             if record.executor == "slurm":
                 return RunClaim(run_dir, attach=record)
-            if record.executor == "debug" or jobs.pid_alive(record.launcher_pid):
+            if record.executor == "debug" or (jobs.pid_alive(record.launcher_pid) and not mine):
                 where = "in the foreground of" if record.executor == "debug" else "by a job of"
                 raise LockHeld(
                     f"run {name} is being trained {where} pid {record.launcher_pid} ({record.describe()}); "
                     f"wait for it, or stop it with Ctrl-C in its terminal (kill -INT {record.launcher_pid})"
                 )
-        # a local job whose launcher died: it is ending (die_with_parent); wait outside the mutex
+        # a local job whose launcher died, or this process's own after a cancel: it is ending (outside the mutex)
         if time.monotonic() > deadline:
             raise LockHeld(
                 f"run {name} is still trained by {record.describe()} although its launcher is gone; "
                 f"stop it with: {jobs.describe_cancel_command(record)}"
             )
-        print(f"note: waiting for {record.describe()} of a launcher that is gone to end", file=sys.stderr, flush=True)
+        print(f"note: waiting for {record.describe()} to end before taking the run over", file=sys.stderr, flush=True)
         jobs.wait_gone(record, min(5.0, max(deadline - time.monotonic(), 0.1)))
 
 

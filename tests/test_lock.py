@@ -115,3 +115,8 @@ def test_process_group_members_skip_zombies(group: subprocess.Popen) -> None:
     group.kill()
     time.sleep(0.5)  # a zombie now: killed, not yet reaped
     assert jobs.group_members(group.pid) == []
+
+
+def test_this_process_may_take_over_its_own_ended_foreground_run(tmp_path: Path) -> None:
+    record_job(tmp_path, _record("debug", str(os.getpid()), os.getpid()))  # a debug run of this process, ended
+    assert claim_run(tmp_path, "r").previous.job_id == str(os.getpid())
