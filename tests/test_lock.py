@@ -53,10 +53,13 @@ def test_a_fresh_run_is_claimed_recorded_and_released(tmp_path: Path) -> None:
 
 
 def test_a_live_local_job_of_a_live_launcher_is_refused(tmp_path: Path, group: subprocess.Popen) -> None:
-    record_job(tmp_path, _record("local", str(group.pid), os.getpid()))
+    launcher = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # another live launcher
+    record_job(tmp_path, _record("local", str(group.pid), launcher.pid))
     assert jobs.state(current_job(tmp_path)) == jobs.ALIVE
-    with pytest.raises(LockHeld, match=f"kill -INT {os.getpid()}"):
+    with pytest.raises(LockHeld, match=f"kill -INT {launcher.pid}"):
         claim_run(tmp_path, "r")
+    launcher.kill()
+    launcher.wait()
     assert current_job(tmp_path).job_id == str(group.pid)  # untouched
 
 
