@@ -344,11 +344,14 @@ class _Tail:
 
 
 def _finished(entry: Submitted, slurm: dict[str, str] | None) -> bool:
+    """Whether the job has ended. A Slurm job: squeue no longer runs it (`slurm`: one squeue call
+    for every job), or, when Slurm does not answer, every task wrote its result file."""
     if isinstance(entry.job, submitit.DebugJob):
         return True  # runs in the foreground when its results are asked for
     if entry.record.executor == "slurm":
-        results = all(entry.job.task(t).paths.result_pickle.exists() for t in range(entry.record.tasks))
-        return results or (slurm is not None and jobs.state(entry.record, slurm) == jobs.GONE)
+        if slurm is not None:
+            return jobs.state(entry.record, slurm) == jobs.GONE
+        return all(entry.job.task(t).paths.result_pickle.exists() for t in range(entry.record.tasks))
     return entry.job.done()
 
 
@@ -357,6 +360,8 @@ def wait_all(
 ) -> list[tuple[str, str]]:
     """Wait for every job, echoing rank 0's progress; returns (run name, error) for each failed run.
 
+    Local and debug jobs are looked at every `poll_s`, Slurm jobs every `slurm_poll_s` (one squeue
+    call for all of them; their log files are read then too, to spare a shared file system).
     Ctrl-C/SIGTERM (a KeyboardInterrupt, `prunex.interrupt`) cancels the jobs still running, or
     leaves Slurm jobs running with `detach`, and raises `Interrupted`. Any other exception in the
     launcher ends the local jobs it started (they die with their launcher process anyway).
@@ -367,7 +372,9 @@ def wait_all(
     last_slurm, states, unavailable_since = float("-inf"), None, None
     try:
         while pending:
-            if any(e.record.executor == "slurm" for e in pending) and time.monotonic() - last_slurm > slurm_poll_s:
+            slurm_pending = any(e.record.executor == "slurm" for e in pending)
+            refresh = slurm_pending and time.monotonic() - last_slurm > slurm_poll_s
+            if refresh:
                 last_slurm = time.monotonic()
                 try:
                     states = jobs.slurm_states(e.record.job_id for e in pending if e.record.executor == "slurm")
@@ -378,6 +385,8 @@ def wait_all(
                         print(f"note: {err}; still waiting for the jobs", file=sys.stderr, flush=True)
                         unavailable_since = time.monotonic()
             for e in list(pending):
+                if e.record.executor == "slurm" and not refresh:
+                    continue
                 done = _finished(e, states)
                 if echo:
                     for line in tails[id(e)].lines():
