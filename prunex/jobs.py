@@ -58,6 +58,7 @@ SLURM_LIVE_STATES = {
     "RESV_DEL_HOLD",
     "SPECIAL_EXIT",
     "POWER_UP_NODE",
+    "PREEMPTED",  # requeued next, where the job asks for it (Checkpointable); else purged after MinJobAge
 }
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
