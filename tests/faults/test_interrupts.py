@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -124,10 +125,13 @@ def test_launcher_interrupted_or_killed_never_leaves_ranks_and_a_rerun_resumes(
     t0 = time.monotonic()
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
-    log = (run_dir / "submitit").glob(f"{json.loads((run_dir / 'job.json').read_text())['job_id']}_0_log.out")
-    assert "resumed after iteration 1 (2/4 done)" in next(log).read_text()
+    log = next((run_dir / "submitit").glob(f"{json.loads((run_dir / 'job.json').read_text())['job_id']}_0_log.out"))
+    assert "resumed after iteration 1 (2/4 done)" in log.read_text()
     steps = pd.read_parquet(run_dir / "steps.parquet")
     assert list(steps["iteration"]) == [0, 1, 2, 3] and (run_dir / "DONE").exists()  # each iteration once
+    # the console's loss is what steps.parquet records: the mean over ranks
+    printed = [float(m) for m in re.findall(r"iteration \d/4 .* loss (\S+)", log.read_text())]
+    assert printed == [round(x, 4) for x in steps["train_loss"].iloc[2:]], (printed, steps["train_loss"])
     history = job_history(run_dir)
     assert [int(h["job_id"]) for h in history[:3]] == jobs_seen and len(history) == 4
     # one job at a time: each job replaces the one before, submitted only once that one had gone
