@@ -178,3 +178,17 @@ def test_done_run_without_steps_is_reported_incomplete(tmp_path: Path, capsys, f
         f"incomplete run {ddp.name}: DONE but no logged iteration (steps.parquet missing or empty)",
         f"figures drawn without it; REPORT.md lists it; {len(volume)} volume verdicts: incomplete logs; exit 1",
     )
+
+
+def test_a_mistyped_option_is_one_line(tmp_path: Path, capsys, fault_report) -> None:
+    from experiments import all as all_experiments
+
+    t0 = time.monotonic()
+    with pytest.raises(SystemExit) as exit_:
+        all_experiments.main(["--profile", "nosuch", "--results", str(tmp_path / "r")])
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert exit_.value.code == 2 and len(err) == 1 and "invalid choice: 'nosuch'" in err[0]
+    assert err[0].endswith("(see python -m experiments.all --help)") and not (tmp_path / "r").exists()
+    fault_report(
+        "--profile nosuch (experiments.all, as ./run_all.sh calls it first)", time.monotonic() - t0, err[0], "nothing"
+    )
