@@ -2,8 +2,8 @@
 
 Run in a temporary clone of this checkout (its uncommitted changes committed on top), so that
 `git status` there shows anything the main job wrote into tracked files: an interrupted main job,
-`--figures-only` on a missing results directory and an unknown experiment must all leave it clean, each refusal in one line with exit code 2, the interrupt with the resume line
-and exit code 130.
+`--figures-only` on a missing results directory and an unknown experiment must all leave it clean,
+each refusal in one line with exit code 2, the interrupt with the resume line and exit code 130.
 """
 
 from __future__ import annotations
