@@ -9,8 +9,15 @@
   `PRUNEX_SLURM_CPUS_PER_TASK`), never from code. On Puhti: partition `gpu`,
   `--gres=gpu:v100:4`.
 
-Each task runs `TrainJob`, which exports torch.distributed's env:// variables with
+Each task runs `TrainJob`, which checks that its job is the one the run directory records
+(`prunex.lock.job_owns_run`), exports torch.distributed's env:// variables with
 `submitit.helpers.TorchDistributedEnvironment` and calls `prunex.train.train`.
+
+`launch` (one run) and `submit` + `wait_all` (many, for the experiment driver) claim each run
+before submitting (`prunex.lock.claim_run`): a run a live Slurm job trains is reattached to, never
+submitted twice; a finished run is skipped; a run whose job is gone is submitted again and resumes
+from its checkpoints. Ctrl-C/SIGTERM while waiting cancels the jobs (or, with `detach`, leaves
+Slurm jobs running) and raises `prunex.interrupt.Interrupted` with the line to print.
 """
 
 from __future__ import annotations
