@@ -276,13 +276,18 @@ def _submit_group(
     for _, run_dir, _ in items:
         _clear_leftovers(run_dir)
     executor = make_executor(first, folder or items[0][1] / "submitit", slurm)
-    with jobs.outside_job_env():
-        if len(items) == 1:
-            submitted = [executor.submit(TrainJob(first, str(items[0][1])))]
-        else:
-            executor.update_parameters(name=f"prunex-{first.experiment}")
-            with executor.batch():
-                submitted = [executor.submit(TrainJob(c, str(d))) for c, d, _ in items]
+    try:
+        with jobs.outside_job_env():
+            if len(items) == 1:
+                submitted = [executor.submit(TrainJob(first, str(items[0][1])))]
+            else:
+                experiments = sorted({c.experiment for c, _, _ in items})
+                executor.update_parameters(name=f"prunex-{experiments[0] if len(experiments) == 1 else 'suite'}")
+                with executor.batch():
+                    submitted = [executor.submit(TrainJob(c, str(d))) for c, d, _ in items]
+    except Exception as e:  # sbatch refused (a partition, an account, a limit): one line, not a traceback
+        names = ", ".join(c.name for c, _, _ in items[:3]) + (" ..." if len(items) > 3 else "")
+        raise RuntimeError(f"submitting {names} failed: {_last_line(str(e))}") from e
     out = []
     for (c, run_dir, claim), job in zip(items, submitted, strict=True):
         record = jobs.record_of(job, c.executor, c.world_size)
