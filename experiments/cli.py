@@ -33,7 +33,17 @@ from pathlib import Path
 from experiments.common import PROFILE_NAMES, Profile, profile
 from prunex.config import EXECUTOR_NAMES, ArgumentParser, ConfigError, RunConfig
 from prunex.interrupt import Interrupted, interruptible, last_signal
-from prunex.launch import SlurmOptions, executor_parameters, launch, preflight, run_dir_for, submit, wait_all
+from prunex.launch import (
+    SlurmOptions,
+    SubmitInterrupted,
+    executor_parameters,
+    interrupted,
+    launch,
+    preflight,
+    run_dir_for,
+    submit,
+    wait_all,
+)
 from prunex.lock import LockHeld, results_lock
 from prunex.log import DONE
 
@@ -91,7 +101,11 @@ def execute(
         return []
     if todo[0].executor == "slurm":
         folder = Path(todo[0].results).resolve() / "submitit"
-        return wait_all(submit(todo, slurm, folder, echo=echo), echo=echo, detach=detach)
+        try:
+            entries = submit(todo, slurm, folder, echo=echo)
+        except SubmitInterrupted as e:
+            raise interrupted(e.entries, e.entries, detach) from None
+        return wait_all(entries, echo=echo, detach=detach)
     failures: list[tuple[str, str]] = []
     for i, c in enumerate(todo):
         if echo:

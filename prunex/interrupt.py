@@ -73,6 +73,21 @@ def interruptible() -> Iterator[None]:
             signal.signal(s, h)
 
 
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM back for the block (a submission and its record must not be torn
+    apart); one that came meanwhile is delivered when the block ends. Main thread only."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def resume_hint(iteration: int | None) -> str:
     """The sentence after an interrupt: where a re-run resumes."""
     if iteration is None:

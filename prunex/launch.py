@@ -38,7 +38,7 @@ import submitit
 from prunex import jobs
 from prunex.checkpoint import newest_common_iteration
 from prunex.config import ConfigError, RunConfig
-from prunex.interrupt import Interrupted, last_signal, resume_hint
+from prunex.interrupt import Interrupted, deferred, last_signal, resume_hint
 from prunex.lock import RunClaim, claim_run, job_owns_run, record_job, release_claim
 from prunex.log import DONE
 from prunex.minicluster.helpers import adapt_slurm_params, export_torch_env
@@ -198,6 +198,14 @@ def _clear_leftovers(run_dir: Path) -> None:
         stale.unlink(missing_ok=True)
 
 
+class SubmitInterrupted(KeyboardInterrupt):
+    """Ctrl-C/SIGTERM during `submit`; `entries` are the jobs submitted (and recorded) before it."""
+
+    def __init__(self, entries: list[Submitted]) -> None:
+        super().__init__("interrupted while submitting")
+        self.entries = entries
+
+
 @dataclass
 class Submitted:
     """A run and the job training it (submitted here, or reattached to)."""
@@ -225,8 +233,11 @@ def launch(config: RunConfig, slurm: SlurmOptions | None = None, *, echo: bool =
         if echo:
             print(f"[{config.name}] already done: {run_dir}", flush=True)
         return run_dir
-    entry = submit([config], slurm, run_dir / "submitit", echo=echo)[0]
-    failures = wait_all([entry], echo=echo, detach=detach)
+    try:
+        entries = submit([config], slurm, run_dir / "submitit", echo=echo)
+    except SubmitInterrupted as e:
+        raise interrupted(e.entries, e.entries, detach) from None
+    failures = wait_all(entries, echo=echo, detach=detach)
     if failures:
         raise RuntimeError(failures[0][1])
     return run_dir
@@ -262,9 +273,11 @@ def submit(
         for items in groups.values():
             out += _submit_group(items, slurm, folder, echo)
             owned = [o for o in owned if o not in items]
-    except BaseException:
+    except BaseException as e:
         for _, run_dir, _ in owned:  # claimed, never submitted
             release_claim(run_dir)
+        if isinstance(e, KeyboardInterrupt):
+            raise SubmitInterrupted(out) from None
         raise
     return out
 
@@ -276,6 +289,14 @@ def _submit_group(
     for _, run_dir, _ in items:
         _clear_leftovers(run_dir)
     executor = make_executor(first, folder or items[0][1] / "submitit", slurm)
+    with deferred():  # an interrupt waits until the jobs are submitted and recorded, then cancels them
+        return _submit_and_record(executor, items, echo)
+
+
+def _submit_and_record(
+    executor: submitit.Executor, items: list[tuple[RunConfig, Path, RunClaim]], echo: bool
+) -> list[Submitted]:
+    first = items[0][0]
     try:
         with jobs.outside_job_env():
             if len(items) == 1:
@@ -420,7 +441,7 @@ def wait_all(
             if pending:
                 time.sleep(poll_s)
     except KeyboardInterrupt:
-        raise _interrupted(entries, pending, detach) from None
+        raise interrupted(entries, pending, detach) from None
     except BaseException:
         for e in pending:
             if e.record.executor == "local":
@@ -432,9 +453,12 @@ def wait_all(
 CANCEL_WAIT_S = {"local": 10.0, "slurm": 120.0}  # then a local job is killed; Slurm's KillWait applies
 
 
-def _interrupted(entries: list[Submitted], pending: list[Submitted], detach: bool) -> Interrupted:
-    """Act on an interrupt: cancel (or, detached, leave) the pending jobs; the message to print."""
+def interrupted(entries: list[Submitted], pending: list[Submitted], detach: bool) -> Interrupted:
+    """Act on an interrupt: cancel (or, detached, leave) the pending jobs of `entries`; the message
+    to print, as an `Interrupted` to raise."""
     signum = last_signal()
+    if not entries:
+        return Interrupted("interrupted before anything was submitted", signum)
     live = [e for e in pending if e.record.executor != "debug"]
     slurm_ids = " ".join(e.record.job_id for e in live if e.record.executor == "slurm")
     if detach and live:
