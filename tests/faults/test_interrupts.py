@@ -27,7 +27,7 @@ from prunex.jobs import group_members
 from prunex.lock import claim_run, job_history, release_claim
 
 ROOT = Path(__file__).resolve().parents[2]
-GONE_BOUND_S = 15.0  # SIGTERM to the group, 10 s grace, then SIGKILL; SIGKILL of the launcher is immediate
+GONE_BOUND_S = 60.0  # SIGTERM to the group, 10 s grace, then SIGKILL; generous: the machine may be shared
 NAME = "interrupted"
 RESUME = "run the same command again to resume from the checkpoint"
 
