@@ -39,6 +39,8 @@ class Interrupted(Exception):
 class _State:
     signum: int = signal.SIGINT
     last: float = float("-inf")
+    deferring: int = 0  # depth of `deferred()` blocks
+    pending: int | None = None  # a signal that came during one
 
 
 STATE = _State()
@@ -54,6 +56,9 @@ def _handler(signum: int, frame: object) -> None:
     if now - STATE.last < DEBOUNCE_S:
         return
     STATE.last, STATE.signum = now, signum
+    if STATE.deferring:
+        STATE.pending = signum
+        return
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
@@ -75,17 +80,18 @@ def interruptible() -> Iterator[None]:
 
 @contextlib.contextmanager
 def deferred() -> Iterator[None]:
-    """Hold SIGINT and SIGTERM back for the block (a submission and its record must not be torn
-    apart); one that came meanwhile is delivered when the block ends. Main thread only."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
-        yield
-        return
-    held = {signal.SIGINT, signal.SIGTERM}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    """Hold an interrupt back for the block (a submission and its record must not be torn apart):
+    one that comes meanwhile is raised when the block ends. A flag read by the handler, not a
+    signal mask: the kernel may hand a process-directed signal to any thread (torch and gloo start
+    some), and Python runs the handler in the main thread anyway."""
+    STATE.deferring += 1
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        STATE.deferring -= 1
+    if STATE.deferring == 0 and STATE.pending is not None:
+        signum, STATE.pending = STATE.pending, None
+        raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def resume_hint(iteration: int | None) -> str:

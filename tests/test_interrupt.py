@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 
 import pytest
@@ -27,6 +28,8 @@ def test_sigterm_is_an_interrupt_once_and_its_exit_code_says_which(monkeypatch) 
 def test_deferred_signals_arrive_when_the_block_ends(monkeypatch) -> None:
     monkeypatch.setattr(interrupt.STATE, "last", float("-inf"))
     done = False
+    other = threading.Thread(target=time.sleep, args=(1.0,), daemon=True)  # the kernel may pick any thread
+    other.start()
     with interrupt.interruptible(), pytest.raises(KeyboardInterrupt):
         with interrupt.deferred():
             os.kill(os.getpid(), signal.SIGINT)
