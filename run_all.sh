@@ -133,83 +133,185 @@ run_tests() {
 usage() {
   cat <<'TXT'
 usage: ./run_all.sh [test [PYTEST ARGS]] [--profile smoke|local|paper] [--executor debug|local|slurm]
-                    [--results DIR] [--only EXPERIMENT] [--figures-only]
+                    [--results DIR] [--only EXPERIMENT] [--detach] [--submit-driver]
                     [--site NAME] [--account PROJECT] [--device auto|cuda|cpu] [--partition P]
                     [--time-min N] [--gres G] [--cpus-per-task N] [--mem M] [--sbatch KEY=VALUE]
+       ./run_all.sh --figures-only [--results DIR] [--out DIR]
        ./run_all.sh --check [the options of python -m prunex.doctor]
-With no option: every experiment, then every figure and the claims report. The profile is `paper`
-on a real Slurm cluster and `local` elsewhere (on a mini Slurm cluster where root allows). On a
-real Slurm cluster the preflight check (python -m prunex.doctor) runs first and nothing is
-submitted unless it passes; --check runs only that check.
---figures-only regenerates figures/ from saved logs (default: saved-logs/local) without training.
+With no option: every experiment, then every figure and the claims report, drawn into RESULTS/figures
+(RESULTS: results/PROFILE) once every run has finished; a failed or interrupted main job draws nothing.
+The profile is `paper` on a real Slurm cluster and `local` elsewhere (on a mini Slurm cluster where
+root allows). On a real Slurm cluster the preflight check (python -m prunex.doctor) runs first and
+nothing is submitted unless it passes; --check runs only that check. Running the same command again
+resumes: finished runs are skipped, queued or running Slurm jobs reattached. Ctrl-C cancels the
+jobs (--detach: leaves Slurm jobs running).
+--submit-driver sends this driver itself to Slurm as a one-core job (for login nodes that end long
+processes); its log is RESULTS/driver-JOBID.out.
+--figures-only draws the figures from saved logs without training: by default the committed
+figures/ from saved-logs/local; with --results DIR into DIR/figures (or --out DIR).
 Environment: PRUNEX_PYTHON=/path/to/python names the Python to use; PRUNEX_SITE, PRUNEX_SLURM_*.
 TXT
 }
 
+err() { printf '[run_all] error: %s\n' "$*" >&2; }
+
+# A child that INT/TERM of this script reach (bash runs a trap only once its foreground command has
+# ended, so the child runs in the background and is waited for); a repeated signal is forwarded too.
+CHILD=""
+forward() {
+  if [ -n "$CHILD" ] && kill -0 "$CHILD" 2>/dev/null; then
+    kill -"$1" "$CHILD" 2>/dev/null || true
+  else
+    exit $((128 + $(kill -l "$1")))
+  fi
+}
+run_child() {
+  local status=0 final=0
+  "$@" &
+  CHILD=$!
+  wait "$CHILD" || status=$?
+  while kill -0 "$CHILD" 2>/dev/null; do  # a trap interrupted the wait: the child is still ending
+    status=0
+    wait "$CHILD" || status=$?
+  done
+  wait "$CHILD" 2>/dev/null || final=$?  # bash keeps the child's status: its own, not the interrupted wait's
+  [ "$final" = 127 ] || status=$final
+  CHILD=""
+  return "$status"
+}
+
 main_job() {
-  local profile="" executor="" results="" only="" figures_only=0 cluster_args=()
+  local profile="" executor="" results="" only="" out="" figures_only=0 detach=0 submit_driver=0 cluster_args=()
   while [ $# -gt 0 ]; do
     case "$1" in
       --site|--account|--device|--partition|--time-min|--gres|--gpus-per-node|--cpus-per-task|--mem|--sbatch)
-        [ $# -ge 2 ] || { say "$1 needs a value"; return 2; }
+        if [ $# -lt 2 ] || [ -z "$2" ]; then err "$1 needs a value (see ./run_all.sh --help)"; return 2; fi
         cluster_args+=("$1" "$2"); shift 2 ;;
-      --profile) profile=$2; shift 2 ;;
-      --executor) executor=$2; shift 2 ;;
-      --results) results=$2; shift 2 ;;
-      --only) only=$2; shift 2 ;;
+      --profile|--executor|--results|--only|--out)
+        if [ $# -lt 2 ] || [ -z "$2" ]; then err "$1 needs a value (see ./run_all.sh --help)"; return 2; fi
+        case "$1" in
+          --profile) profile=$2 ;; --executor) executor=$2 ;; --results) results=$2 ;;
+          --only) only=$2 ;; --out) out=$2 ;;
+        esac
+        shift 2 ;;
       --figures-only) figures_only=1; shift ;;
+      --detach) detach=1; shift ;;
+      --submit-driver) submit_driver=1; shift ;;
       -h|--help) usage; return 0 ;;
-      *) say "unknown option $1"; usage; return 2 ;;
+      *) err "unknown option $1 (see ./run_all.sh --help)"; return 2 ;;
     esac
   done
-  local cluster_dir="$ROOT/.prunex-cluster" cluster_up=0 rc=0
   if [ $figures_only = 1 ]; then
+    if [ -n "$profile$executor$only" ] || [ $detach = 1 ] || [ $submit_driver = 1 ] || [ ${#cluster_args[@]} -gt 0 ]; then
+      err "--figures-only takes only --results and --out (it trains nothing)"
+      return 2
+    fi
     results=${results:-saved-logs/local}
-    say "figures only: from $results (no training)"
-  else
-    if [ -z "$profile" ]; then
-      if command -v sinfo >/dev/null && [ -z "${PRUNEX_MINICLUSTER_DIR:-}" ] && sinfo -h >/dev/null 2>&1; then
-        profile=paper; executor=${executor:-slurm}
-        say "a Slurm cluster answers (sinfo): profile paper on it"
+    if [ -z "$out" ]; then
+      # the committed reference figures are drawn from the committed logs only; a user's own
+      # results get their figures beside them
+      if [ "$(cd "$results" 2>/dev/null && pwd -P)" = "$(cd "$ROOT/saved-logs/local" && pwd -P)" ]; then
+        out=figures
       else
-        profile=local
+        out="$results/figures"
       fi
     fi
-    if [ "$profile" != paper ] && [ -z "$executor" ]; then
-      if [ "$(id -u)" = 0 ] && [ "$(uname -s)" = Linux ] && bash .ci/install-minicluster.sh >/dev/null; then
-        say "no Slurm cluster; root on Linux: bringing a 2-node mini Slurm cluster up (links shaped by tc at 1 Gbit/s)"
-        "$PY" -m prunex.minicluster up --nodes 2 --cpus-per-node 2 --inter-bw 1gbit --dir "$cluster_dir"
-        cluster_up=1
-        trap '"$PY" -m prunex.minicluster down --dir "'"$cluster_dir"'" >/dev/null 2>&1 || true' EXIT INT TERM
-        eval "$("$PY" -m prunex.minicluster env --dir "$cluster_dir")"
-        executor=slurm
-      else
-        say "no Slurm cluster and no root for a mini cluster: local executor with the alpha-beta link model"
-        executor=local
-      fi
-    fi
-    results=${results:-results/$profile}
-    say "profile $profile, executor ${executor:-default}, results in $results"
-    local args=(--profile "$profile" --results "$results" ${cluster_args[@]+"${cluster_args[@]}"})
-    [ -n "$executor" ] && args+=(--executor "$executor")
-    if [ "${executor:-}" = slurm ] && [ -z "${PRUNEX_MINICLUSTER_DIR:-}" ]; then
-      say "preflight check before submitting to Slurm (python -m prunex.doctor)"
-      "$PY" -m prunex.doctor --profile "$profile" --executor slurm ${cluster_args[@]+"${cluster_args[@]}"} \
-        || { say "the preflight check failed (see 'first to fix' above); nothing was submitted"; return 1; }
-    fi
-    [ -n "$only" ] && args+=(--only "$only")
-    "$PY" -m experiments.all "${args[@]}" || rc=$?
-    if [ $cluster_up = 1 ]; then
-      "$PY" -m prunex.minicluster down --dir "$cluster_dir" || true
-      trap - EXIT INT TERM
+    say "figures only: from $results into $out (no training)"
+    "$PY" -m analysis.all --results "$results" --out "$out"
+    return
+  fi
+  [ -n "$out" ] && { err "--out goes with --figures-only; the main job draws into RESULTS/figures"; return 2; }
+
+  local slurm_answers=0 cluster_dir="$ROOT/.prunex-cluster" rc=0
+  command -v sinfo >/dev/null && sinfo -h >/dev/null 2>&1 && slurm_answers=1
+  if [ -z "$profile" ]; then
+    if [ $slurm_answers = 1 ] && [ -z "${PRUNEX_MINICLUSTER_DIR:-}" ]; then
+      profile=paper; executor=${executor:-slurm}
+      say "a Slurm cluster answers (sinfo): profile paper on it"
+    else
+      profile=local
     fi
   fi
-  "$PY" -m analysis.all --results "$results" --out figures || rc=$?
-  say "figures: $ROOT/figures/  report: $ROOT/figures/REPORT.md"
-  [ $rc = 0 ] || say "some runs or figures failed (exit code $rc); see the lines above"
+  results=${results:-results/$profile}
+  local args=(--profile "$profile" --results "$results" ${cluster_args[@]+"${cluster_args[@]}"})
+  [ -n "$only" ] && args+=(--only "$only")
+  # bad input (profile, executor, --only, Slurm variables): one line, before anything is brought up
+  local check=("${args[@]}")
+  [ -n "$executor" ] && check+=(--executor "$executor")
+  "$PY" -m experiments.all "${check[@]}" --dry-run >/dev/null || return $?
+
+  if [ $submit_driver = 1 ]; then
+    if [ $slurm_answers = 0 ] || ! command -v sbatch >/dev/null; then
+      err "--submit-driver needs a Slurm cluster that answers (sinfo, sbatch); run ./run_all.sh here instead"
+      return 2
+    fi
+    if [ -n "$executor" ] && [ "$executor" != slurm ]; then
+      err "--submit-driver runs the driver on Slurm; its runs use --executor slurm, not $executor"
+      return 2
+    fi
+    mkdir -p "$results"
+    results=$(cd "$results" && pwd -P)
+    local wrap=(./run_all.sh --profile "$profile" --executor slurm --results "$results" --detach
+      ${cluster_args[@]+"${cluster_args[@]}"})
+    [ -n "$only" ] && wrap+=(--only "$only")
+    local sb=(sbatch --parsable --job-name=prunex-driver --nodes=1 --ntasks=1 --cpus-per-task=1
+      "--time=${PRUNEX_SLURM_DRIVER_TIME_MIN:-${PRUNEX_SLURM_TIME_MIN:-4320}}"
+      "--output=$results/driver-%j.out" --export=ALL,PRUNEX_DRIVER_JOB=1)
+    local part=${PRUNEX_SLURM_DRIVER_PARTITION:-${PRUNEX_SLURM_PARTITION:-}}
+    [ -n "$part" ] && sb+=("--partition=$part")
+    [ -n "${PRUNEX_SLURM_ACCOUNT:-}" ] && sb+=("--account=$PRUNEX_SLURM_ACCOUNT")
+    local job
+    job=$("${sb[@]}" --wrap "cd $(printf %q "$ROOT") && exec $(printf '%q ' "${wrap[@]}")") || {
+      err "sbatch refused the driver job (see its message above)"; return 1; }
+    job=${job%%;*}
+    say "driver submitted as Slurm job $job (one core); log: $results/driver-$job.out"
+    say "it submits or reattaches every run, waits for them, then draws $results/figures; if it ends early"
+    say "(time limit, scancel $job), its runs go on: ./run_all.sh --submit-driver again reattaches to them"
+    return 0
+  fi
+
+  local cluster_up=0
+  if [ "$profile" != paper ] && [ -z "$executor" ]; then
+    if [ "$(id -u)" = 0 ] && [ "$(uname -s)" = Linux ] && bash .ci/install-minicluster.sh >/dev/null; then
+      say "no Slurm cluster; root on Linux: bringing a 2-node mini Slurm cluster up (links shaped by tc at 1 Gbit/s)"
+      trap '"$PY" -m prunex.minicluster down --dir "'"$cluster_dir"'" >/dev/null 2>&1 || true' EXIT
+      run_child "$PY" -m prunex.minicluster up --nodes 2 --cpus-per-node 2 --inter-bw 1gbit --dir "$cluster_dir" \
+        || return $?
+      cluster_up=1
+      eval "$("$PY" -m prunex.minicluster env --dir "$cluster_dir")"
+      executor=slurm
+    else
+      say "no Slurm cluster and no root for a mini cluster: local executor with the alpha-beta link model"
+      executor=local
+    fi
+  fi
+  say "profile $profile, executor ${executor:-default}, results in $results"
+  [ -n "$executor" ] && args+=(--executor "$executor")
+  if [ "${executor:-}" = slurm ] && [ -z "${PRUNEX_MINICLUSTER_DIR:-}" ]; then
+    say "preflight check before submitting to Slurm (python -m prunex.doctor)"
+    "$PY" -m prunex.doctor --profile "$profile" --executor slurm ${cluster_args[@]+"${cluster_args[@]}"} \
+      || { say "the preflight check failed (see 'first to fix' above); nothing was submitted"; return 1; }
+  fi
+  [ $detach = 1 ] && args+=(--detach)
+  run_child "$PY" -m experiments.all "${args[@]}" || rc=$?
+  if [ $cluster_up = 1 ]; then
+    "$PY" -m prunex.minicluster down --dir "$cluster_dir" >/dev/null || true
+    trap - EXIT
+  fi
+  if [ $rc != 0 ]; then
+    # figures only from complete, intended input: nothing is drawn after a failure or an interrupt
+    say "no figures drawn: the experiments ended with exit code $rc (see above). The same command resumes"
+    say "(finished runs are skipped); to draw what exists: ./run_all.sh --figures-only --results $results"
+    return $rc
+  fi
+  run_child "$PY" -m analysis.all --results "$results" --out "$results/figures" || rc=$?
+  say "figures: $results/figures/  report: $results/figures/REPORT.md"
+  [ $rc = 0 ] || say "some figures failed (exit code $rc); see the lines above"
   return $rc
 }
 
+trap 'forward INT' INT
+trap 'forward TERM' TERM
 case "${1:-}" in
   test) shift; bootstrap test; run_tests "$@" ;;
   --check) shift; bootstrap check; "$PY" -m prunex.doctor "$@" ;;

@@ -2,22 +2,27 @@
 
     python -m analysis.all --results results --out figures
 
-A figure whose logs are corrupt fails with a one-line message naming the file and the others go
-on; the exit code is 1 when anything failed.
+Bad input is refused before anything is written, in one line with exit code 2: a results directory
+that does not exist or holds no run logs, a run whose config.json or meta.json is damaged
+(`analysis.common.check_results`). A figure whose logs are corrupt fails with a one-line message
+naming the file and the others go on; runs without a logged iteration are listed as incomplete
+(REPORT.md says which verdicts they withhold). The exit code is 1 when anything failed or a run
+is incomplete.
 """
 
 from __future__ import annotations
 
-import argparse
+import signal
 import sys
 from pathlib import Path
 
-from analysis.common import LogError, render, report_result
-from analysis.report import SPECS, write_report
+from analysis.common import InputError, LogError, check_results, render, report_result
+from analysis.report import EXPERIMENTS, SPECS, Logs, write_report
+from prunex.config import ArgumentParser  # one-line refusals (prunex.config imports no torch)
 
 
 def run_all(results: Path, out: Path) -> list[str]:
-    """Render every figure, then the report; returns one message per failure."""
+    """Render every figure, then the report; returns one message per failure or incomplete run."""
     failures = []
     for spec in SPECS:
         try:
@@ -37,6 +42,8 @@ def run_all(results: Path, out: Path) -> list[str]:
             print(f"error: {failures[-1]}", file=sys.stderr)
         if error and not (table["verdict"] == "error").any():
             failures.append("report: a figure's logs could not be read (see REPORT.md)")
+        for _, path, why in Logs(results).incomplete():
+            failures.append(f"incomplete run {path}: {why}")
     except Exception as e:
         failures.append(f"report: unexpected {type(e).__name__}: {e}")
         print(f"error: {failures[-1]}", file=sys.stderr)
@@ -44,11 +51,20 @@ def run_all(results: Path, out: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m analysis.all", description="every PruneX figure and the report")
+    parser = ArgumentParser(prog="python -m analysis.all", description="every PruneX figure and the report")
     parser.add_argument("--results", default="results", help="results directory (default: results)")
     parser.add_argument("--out", default="figures", help="output directory (default: figures)")
     args = parser.parse_args(argv)
-    failures = run_all(Path(args.results), Path(args.out))
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started in the background
+    try:
+        check_results(Path(args.results), EXPERIMENTS)
+        failures = run_all(Path(args.results), Path(args.out))
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"interrupted; {args.out} may hold some new figures and some old ones: run it again", file=sys.stderr)
+        return 130
     if failures:
         print(f"{len(failures)} failure(s):", file=sys.stderr)
         for f in failures:

@@ -11,7 +11,13 @@ torch (tests/test_analysis.py checks that).
 
 A finished run (its `DONE` marker) is read from its merged tables. A run without `DONE` is partial:
 its tables are rebuilt in memory from the ranks' `parts/` files the way `prunex.log.merge_parts`
-does it (nothing is written), and every figure using it says so.
+does it (nothing is written), and every figure using it says so. A run with no logged iteration at
+all (no steps, or DONE without steps.parquet) is *incomplete*: it is left out of every figure, listed
+with its path, and the report's verdicts on its experiment say "incomplete logs" rather than
+changing silently (`analysis.report`).
+
+`check_results` is what the command lines run first: a missing or empty results directory, or a
+run whose config.json/meta.json is damaged, is one line (`InputError`) before anything is written.
 """
 
 from __future__ import annotations
@@ -92,6 +98,24 @@ def _part_columns(table: str) -> list[str]:
     return [c for c in TABLE_COLUMNS[table] if c not in ("run_id", "link_model")]
 
 
+class InputError(ValueError):
+    """The results directory cannot be drawn from at all; one line naming the path and the fix."""
+
+
+# config.json keys analysis reads, and their JSON types
+CONFIG_TYPES: dict[str, tuple[type, ...]] = {
+    "method": (str,),
+    "model": (str,),
+    "dataset": (str,),
+    "nodes": (int,),
+    "procs_per_node": (int,),
+    "name": (str,),
+    "profile": (str,),
+    "admm": (dict,),
+    "link": (dict,),
+}
+
+
 def _read_json(path: Path) -> dict[str, Any]:
     try:
         obj = json.loads(path.read_text())
@@ -121,6 +145,11 @@ class Run:
         missing = [k for k in ("method", "model", "dataset", "nodes", "procs_per_node") if k not in config]
         if missing:
             raise LogError(f"{path / 'config.json'}: not a prunex run config, missing keys {missing}")
+        for key, types in CONFIG_TYPES.items():
+            value = config.get(key)
+            if key in config and (not isinstance(value, types) or isinstance(value, bool)):
+                what = {str: "a string", int: "an integer", dict: "an object"}[types[0]]
+                raise LogError(f"{path / 'config.json'}: field {key!r} must be {what}, got {value!r}")
         meta = _read_json(path / "meta.json") if (path / "meta.json").exists() else {}
         return cls(path, experiment, config, meta, (path / DONE).exists())
 
@@ -215,6 +244,19 @@ class Run:
         path = self.path / "export.json"
         return _read_json(path) if path.exists() else None
 
+    def incomplete(self) -> str | None:
+        """Why the run has no logged iteration (it then feeds no figure), or None. A corrupt steps
+        table is not "incomplete": the figures reading it name the file (LogError)."""
+        try:
+            steps = self.table("steps")
+        except LogError:
+            return None
+        if steps is not None and len(steps):
+            return None
+        if self.done:
+            return "DONE but no logged iteration (steps.parquet missing or empty)"
+        return "no logged iteration yet (no steps, no DONE)"
+
     # -- tables ---------------------------------------------------------------------------------
     def _parts(self, table: str) -> list[Path]:
         return sorted((self.path / "parts").glob(f"{table}.rank*.parquet"))
@@ -289,6 +331,7 @@ class Experiment:
     results: Path
     runs: list[Run]
     notes: list[str]
+    incomplete: list[tuple[Path, str]] = field(default_factory=list)  # (run dir, why), left out of runs
 
     def by_method(self, *methods: str) -> list[Run]:
         return [r for r in self.runs if r.method in methods]
@@ -306,7 +349,7 @@ def load_experiment(results: Path, name: str) -> Experiment:
     root = results / name
     if not root.is_dir():
         return Experiment(name, results, [], [f"no logs for {name} under {results}"])
-    runs, notes = [], []
+    runs, notes, incomplete = [], [], []
     for d in sorted(p for p in root.iterdir() if p.is_symlink() and not p.exists()):
         notes.append(f"{d}: a link to a missing run directory ({os.readlink(d)}), left out")
     for d in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
@@ -315,6 +358,11 @@ def load_experiment(results: Path, name: str) -> Experiment:
                 notes.append(f"{d}: logs without config.json, left out")
             continue
         run = Run.load(d, name)
+        why = run.incomplete()
+        if why:
+            incomplete.append((d, why))
+            notes.append(f"{run.run_id} is incomplete ({why}), left out: {d}")
+            continue
         if not run.done:
             notes.append(f"{run.run_id} is partial (no DONE): only its finished iterations are shown")
         if not run.meta:
@@ -322,7 +370,30 @@ def load_experiment(results: Path, name: str) -> Experiment:
         runs.append(run)
     if not runs:
         notes.insert(0, f"no logs for {name} under {results}")
-    return Experiment(name, results, runs, notes)
+    return Experiment(name, results, runs, notes, incomplete)
+
+
+def check_results(results: Path, experiments: Iterable[str]) -> int:
+    """Refuse (InputError, one line) a results directory that cannot be drawn from: missing, holding
+    no run of `experiments`, or holding a run whose config.json or meta.json is damaged. Returns the
+    number of runs found. Reads only the json files, so it is quick."""
+    results = Path(results)
+    fix = "train with ./run_all.sh, or point --results at saved logs such as saved-logs/local"
+    if not results.is_dir():
+        raise InputError(f"results directory {results} does not exist; {fix}")
+    found = 0
+    for name in experiments:
+        for config in sorted((results / name).glob("*/config.json")):
+            try:
+                Run.load(config.parent, name)
+            except LogError as e:
+                raise InputError(
+                    f"{e}; remove {config.parent} and run its experiment again (finished runs are skipped)"
+                ) from None
+            found += 1
+    if not found:
+        raise InputError(f"no run logs under {results} (expected {results}/<experiment>/<run>/config.json); {fix}")
+    return found
 
 
 def shared_runs(results: Path, experiments: Iterable[str]) -> dict[Path, list[tuple[str, str]]]:
@@ -443,7 +514,8 @@ def render(spec: FigureSpec, results: Path, out: Path) -> FigureResult:
     results, out = Path(results), Path(out)
     exp = load_experiment(results, spec.experiment)
     if not exp.runs:
-        return placeholder(spec, out, f"no logs for {spec.experiment} under {results}", exp.notes)
+        what = "only incomplete runs" if exp.incomplete else "no logs"
+        return placeholder(spec, out, f"{what} for {spec.experiment} under {results}", exp.notes)
     data, notes = spec.compute(exp)
     missing = [m for m in spec.methods if m not in {r.method for r in exp.runs}]
     if missing:

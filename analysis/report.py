@@ -12,6 +12,9 @@ with a one-line reading). Verdicts:
   qualitative ordering holds / does not hold in the logs (the `compared` column says which);
 - `not measurable in this profile`: the logs exist but cannot measure the claim (e.g. a 64-GPU
   speedup from a 4-process run, ResNet-152 accuracy from a ResNet-20 run);
+- `incomplete logs`: a run of the claim's experiment has no logged iteration (no steps, or DONE
+  without steps.parquet); the verdict is withheld rather than computed from the other runs alone,
+  and REPORT.md lists the incomplete runs with their paths;
 - `no logs`: the experiment directory has no runs; `error`: a log file is corrupt (exit code 1).
 
 Model projections: when `RESULTS/perfmodel/projection_*.csv` tables (`python -m prunex.perfmodel
@@ -69,6 +72,7 @@ EXPERIMENTS = list(dict.fromkeys(s.experiment for s in SPECS))
 
 REPRODUCED, NOT_REPRODUCED = "reproduced", "not reproduced"
 NOT_MEASURABLE, NO_LOGS, ERROR = "not measurable in this profile", "no logs", "error"
+INCOMPLETE = "incomplete logs"
 CSV_COLUMNS = [
     "claim_id",
     "source",
@@ -107,6 +111,10 @@ class Logs:
             exp = self.exp(spec.experiment)
             self._data[spec.name] = spec.compute(exp) if exp.runs else (pd.DataFrame(columns=spec.columns), [])
         return self._data[spec.name][0]
+
+    def incomplete(self) -> list[tuple[str, Path, str]]:
+        """(experiment, run dir, why) of every incomplete run of the report's experiments."""
+        return [(name, path, why) for name in EXPERIMENTS for path, why in self.exp(name).incomplete]
 
     def runs(self, exp: str, run_ids: object) -> list[Run]:
         ids = set(map(str, run_ids))  # type: ignore[call-overload]
@@ -700,6 +708,10 @@ def judge(c: Claim, logs: Logs) -> dict[str, object]:
         "detail": "",
     }
     try:
+        incomplete = logs.exp(c.experiment).incomplete if c.experiment else []
+        if incomplete:  # the runs it would have been measured on are not all there
+            paths = "; ".join(f"{path} ({why})" for path, why in incomplete)
+            return row | {"verdict": INCOMPLETE, "detail": f"incomplete run(s): {paths}"} | _context([])
         m = MEASURES[c.measure](c, logs)
         no_runs = c.experiment and not logs.exp(c.experiment).runs
     except LogError as e:
@@ -775,13 +787,22 @@ def inventory(logs: Logs) -> list[str]:
             lines.append(f"| {name} | error: {_cell(str(e))} | | | | | | |")
             continue
         if not exp.runs:
-            lines.append(f"| {name} | 0 (no logs) | | | | | | |")
+            what = f"0 ({len(exp.incomplete)} incomplete)" if exp.incomplete else "0 (no logs)"
+            lines.append(f"| {name} | {what} | | | | | | |")
             continue
         runs = exp.runs
         partial = sum(not r.done for r in runs)
+        extra = ", ".join(
+            x
+            for x in (
+                f"{partial} partial" if partial else "",
+                f"{len(exp.incomplete)} incomplete" if exp.incomplete else "",
+            )
+            if x
+        )
         j = lambda xs: _cell(", ".join(dict.fromkeys(map(str, xs))))  # noqa: E731
         lines.append(
-            f"| {name} | {len(runs)}{f' ({partial} partial)' if partial else ''} | "
+            f"| {name} | {len(runs)}{f' ({extra})' if extra else ''} | "
             f"{j(r.method for r in runs)} | {j(r.model for r in runs)} | {j(r.profile for r in runs)} | "
             f"{j(r.hardware for r in runs)} | {j(r.topology() for r in runs)} | {j(r.link() for r in runs)} |"
         )
@@ -811,6 +832,22 @@ def run_users(results: Path) -> list[str]:
         used = ", ".join(f"{e}/{n}" for e, n in pairs)
         lines.append(f"| `{path.parent.name}/{path.name}` | {_cell(used)} |")
     return lines
+
+
+def incomplete_section(logs: Logs) -> list[str]:
+    """REPORT.md lines listing the incomplete runs (none when there are none)."""
+    rows = logs.incomplete()
+    if not rows:
+        return []
+    lines = [
+        "## Incomplete runs",
+        "",
+        "Left out of every figure; the claims of their experiments say *incomplete logs*. Run the experiment "
+        "again to finish them (finished runs are skipped), or remove them.",
+        "",
+    ]
+    lines += [f"- `{path}` ({name}): {why}" for name, path, why in rows]
+    return [*lines, ""]
 
 
 def figure_section(logs: Logs, out: Path) -> tuple[list[str], bool]:
@@ -919,7 +956,8 @@ def projection_section(results: Path, out: Path) -> list[str]:
 
 
 def write_report(results: Path, out: Path) -> tuple[pd.DataFrame, bool]:
-    """Write claims.csv and REPORT.md; returns the claims table and whether a log file was unreadable."""
+    """Write claims.csv and REPORT.md; returns the claims table and whether a log file was unreadable
+    (incomplete runs are in the table's `incomplete logs` verdicts and `Logs.incomplete`)."""
     results, out = Path(results), Path(out)
     out.mkdir(parents=True, exist_ok=True)
     logs = Logs(results)
@@ -937,13 +975,14 @@ def write_report(results: Path, out: Path) -> tuple[pd.DataFrame, bool]:
         "tolerance, or, where `compared` says *ordering*, the paper's qualitative ordering holds / fails (times in "
         "minutes and accuracies are not comparable across hardware, datasets and models, so only the ordering of "
         "the methods is compared); **not measurable in this profile**: the logs exist but cannot measure the claim "
-        "(e.g. a 64-GPU speedup from a 4-process run); **no logs**: the experiment has no runs under the results "
-        "directory.",
+        "(e.g. a 64-GPU speedup from a 4-process run); **incomplete logs**: a run of the experiment has no logged "
+        "iteration (listed below), so the verdict is withheld; **no logs**: the experiment has no runs under the "
+        "results directory.",
         "",
         "Summary: "
         + ", ".join(
             f"{counts.get(v, 0)} {v}"
-            for v in (REPRODUCED, NOT_REPRODUCED, NOT_MEASURABLE, NO_LOGS, ERROR)
+            for v in (REPRODUCED, NOT_REPRODUCED, NOT_MEASURABLE, INCOMPLETE, NO_LOGS, ERROR)
             if counts.get(v, 0)
         ),
         "",
@@ -952,6 +991,7 @@ def write_report(results: Path, out: Path) -> tuple[pd.DataFrame, bool]:
         *inventory(logs),
         *run_users(results),
         "",
+        *incomplete_section(logs),
         "## Claims",
         "",
         "| claim | paper | measured | ratio | tolerance | verdict | compared | how / why |",

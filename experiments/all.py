@@ -1,14 +1,19 @@
-"""Every experiment of the paper, in order: `python -m experiments.all --profile local --results DIR`.
+"""Every experiment of the paper: `python -m experiments.all --profile local --results DIR`.
 
-Takes the options of `experiments.cli` (`--only` selects experiments by name here). A failed
-experiment does not stop the others; the exit code is 1 if any run failed. `--dry-run` prints
-every run's Slurm parameters and estimated GPU-hours and the total over all experiments:
+Takes the options of `experiments.cli` (`--only` selects experiments by name here, a glob). The
+experiments do not depend on each other: on Slurm all their runs are submitted at once (one job
+array per shape) and waited for together; with the local executor they run one after another, in
+the order below. Stopping the driver and running the same command again resumes where it was
+(`experiments.cli`): finished runs are skipped, live jobs reattached, failed ones resubmitted. A
+failed run does not stop the others; the exit code is 1 if any failed. `--dry-run` prints every
+run's Slurm parameters and estimated GPU-hours and the total over the distinct trainings:
 `python -m experiments.all --profile paper --site puhti --account X --dry-run`.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import fnmatch
 import importlib
 import sys
@@ -16,7 +21,7 @@ import time
 
 from experiments import cli
 from prunex.config import ConfigError
-from prunex.lock import LockHeld, results_lock
+from prunex.slurm import check_submission
 
 EXPERIMENTS = (
     "time_to_accuracy",
@@ -65,30 +70,25 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.dry_run:
         return dry_run(args, names)
-    forwarded = [a for a in (argv if argv is not None else sys.argv[1:])]
-    if args.only:  # --only selects experiments here, not runs
-        i = forwarded.index("--only")
-        del forwarded[i : i + 2]
-    failed = []
     t0 = time.monotonic()
     try:
-        with results_lock(args.results):
-            for i, name in enumerate(names):
-                print(
-                    f"[all] experiment {i + 1}/{len(names)}: {name} ({time.monotonic() - t0:.0f}s so far)", flush=True
-                )
-                module = importlib.import_module(f"experiments.{name}")
-                if cli.main(name, module.runs, module.__doc__, forwarded) != 0:
-                    failed.append(name)
-    except LockHeld as e:
+        selected = {}
+        for name in names:
+            module = importlib.import_module(f"experiments.{name}")
+            configs = cli.resolve(name, module.runs, args.profile, args.executor, args.results, device=args.device)
+            if args.checkpoint_every_min is not None:
+                configs = [dataclasses.replace(c, checkpoint_every_min=args.checkpoint_every_min) for c in configs]
+            selected[name] = configs
+        slurm = cli.slurm_options(args)
+        for c in (c for cs in selected.values() for c in cs):  # no account, no kernels: one line, before anything
+            check_submission(c, slurm)
+    except (ConfigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
-        return 3
-    print(
-        f"[all] {len(names) - len(failed)}/{len(names)} experiments complete in {time.monotonic() - t0:.0f}s"
-        + (f"; failed: {', '.join(failed)}" if failed else ""),
-        flush=True,
-    )
-    return 1 if failed else 0
+        return 2
+    rc = cli.run_experiments(selected, args, "all", slurm)
+    if rc in (0, 1):
+        print(f"[all] {len(names)} experiment(s) in {time.monotonic() - t0:.0f}s", flush=True)
+    return rc
 
 
 if __name__ == "__main__":

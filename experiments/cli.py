@@ -1,20 +1,31 @@
-"""The command line every experiment module shares.
+"""The command line every experiment module shares, and the driver that runs experiments.
 
     python -m experiments.NAME --profile {smoke,local,paper} --executor {debug,local,slurm} \\
-        --results DIR [--only GLOB] [--dry-run]
+        --results DIR [--only GLOB] [--dry-run] [--detach]
 
-Finished runs (their DONE marker) are skipped, so a re-run resumes a partial suite. A run is
-identified by its training configuration (`prunex.launch.run_dir_for`): a run another experiment
-already trained is not trained again, only linked as `RESULTS/<experiment>/<name>`. `--dry-run`
-prints every run with exactly what submitit would receive and its estimated GPU-hours (with
-`--site`: the performance model on the site's cluster file), then the total, and submits nothing.
-Device and cluster options (`--device --site --account --partition --time-min --gpus-per-node
---gres --cpus-per-task --mem --sbatch KEY=VALUE`) are `prunex.slurm`'s. On Slurm an experiment's
-runs go out as one job array per distinct shape (nodes x tasks), via `executor.batch()`; with the
-local and debug executors they run one after another. A failed run does not stop the others: the
-summary lists it with its log path and the exit code is 1. Runs that need other runs' results
-(`RunConfig.depends_on`: prune_finetune needs its dense run and the run whose FLOPs it matches)
-go in a later wave, after those have finished; a run whose dependency failed is not started.
+`--dry-run` prints every run with exactly what submitit would receive and its estimated GPU-hours
+(with `--site`: the performance model on the site's cluster file), then the total, and submits
+nothing. Device and cluster options (`--device --site --account --partition --time-min
+--gpus-per-node --gres --cpus-per-task --mem --sbatch KEY=VALUE`) are `prunex.slurm`'s. Bad input
+(an unknown profile, an unwritable results directory, a missing dataset, a configuration that
+would train nothing, no account on a real Slurm) is one line and exit code 2 before anything is
+submitted.
+
+A run is identified by its training configuration (`prunex.launch.run_dir_for`): a run another
+experiment already trained is not trained again, only linked as `RESULTS/<experiment>/<name>`.
+
+The driver can be stopped and started again at any point (it holds no state a re-run needs):
+finished runs (their DONE marker) are skipped; a run whose Slurm job is queued or running is
+reattached to, never submitted twice; a run whose job failed or vanished is submitted again and
+resumes from its checkpoints; no file of a run a live job owns is touched (`prunex.lock`). On
+Slurm every unfinished run of every selected experiment is submitted at once, one job array per
+shape (nodes x tasks) in `RESULTS/submitit/`, since no experiment depends on another; the driver
+then waits for all of them. Runs that need other runs' results (`RunConfig.depends_on`:
+prune_finetune needs its dense run and the run whose FLOPs it matches) go in a later wave, after
+those have finished; a run whose dependency failed is not started. With the local and debug
+executors runs go one after another. A failed run does not stop the others: the summary lists it
+with its log path and the exit code is 1. Ctrl-C or SIGTERM cancels the driver's jobs (`--detach`:
+leaves Slurm jobs running) and ends with one line saying how to resume (`prunex.interrupt`).
 """
 
 from __future__ import annotations
@@ -29,8 +40,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 from experiments.common import PROFILE_NAMES, Profile, profile
-from prunex.config import EXECUTOR_NAMES, ConfigError, RunConfig
-from prunex.launch import launch, preflight, run_dir_for, submit_array, submitit_parameters, wait
+from prunex.config import EXECUTOR_NAMES, ArgumentParser, ConfigError, RunConfig
+from prunex.interrupt import Interrupted, interruptible, last_signal
+from prunex.launch import (
+    SubmitInterrupted,
+    interrupted,
+    launch,
+    preflight,
+    run_dir_for,
+    submit,
+    submitit_parameters,
+    wait_all,
+)
 from prunex.lock import LockHeld, results_lock
 from prunex.log import DONE
 from prunex.slurm import SlurmOptions, add_cluster_options, check_submission, estimate_for, slurm_options_from_args
@@ -39,7 +60,7 @@ RunsFn = Callable[[Profile], list[RunConfig]]
 
 
 def parser(name: str, doc: str | None) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"python -m experiments.{name}", description=(doc or "").split("\n")[0])
+    p = ArgumentParser(prog=f"python -m experiments.{name}", description=(doc or "").split("\n")[0])
     p.add_argument("--profile", default="local", choices=PROFILE_NAMES)
     p.add_argument("--executor", choices=EXECUTOR_NAMES, help="default: the profile's")
     p.add_argument("--results", default="results")
@@ -51,6 +72,9 @@ def parser(name: str, doc: str | None) -> argparse.ArgumentParser:
         "--checkpoint-every-min",
         type=float,
         help="minutes between checkpoints (default 20; 0: at every evaluation point); not part of a run's identity",
+    )
+    p.add_argument(
+        "--detach", action="store_true", help="on Ctrl-C/SIGTERM leave Slurm jobs running (default: cancel them)"
     )
     add_cluster_options(p)  # --device, --site, --account, ... (prunex.slurm)
     return p
@@ -138,51 +162,95 @@ def waves(configs: list[RunConfig]) -> list[list[RunConfig]]:
     return out
 
 
-def execute(name: str, configs: list[RunConfig], slurm: SlurmOptions, *, echo: bool = True) -> list[tuple[str, str]]:
-    """Run the configs, wave after wave of dependencies; returns (run name, error) for every failed run."""
-    failures: list[tuple[str, str]] = []
+def execute(
+    configs: list[RunConfig], slurm: SlurmOptions, *, echo: bool = True, detach: bool = False
+) -> list[tuple[str, str]]:
+    """Run the configs (module docstring), each distinct training once, wave after wave of
+    dependencies; returns (run name, error) for every failed run."""
     unique: dict[Path, RunConfig] = {}
     for c in configs:  # one run per training configuration
         unique.setdefault(run_dir_for(c), c)
     todo = [c for d, c in unique.items() if not (d / DONE).exists()]
-    if echo:
-        shared = f" ({len(unique)} distinct trainings)" if len(unique) < len(configs) else ""
-        print(f"[{name}] {len(configs)} runs{shared}, {len(unique) - len(todo)} already done", flush=True)
+    failures: list[tuple[str, str]] = []
     for wave in waves(todo):
         failed = {f for f, _ in failures}
         blocked = [c for c in wave if failed & set(c.depends_on)]
         failures += [(c.name, f"not run: {', '.join(sorted(failed & set(c.depends_on)))} failed") for c in blocked]
-        failures += _execute_wave(name, [c for c in wave if c not in blocked], slurm, echo=echo)
+        failures += _execute_wave([c for c in wave if c not in blocked], slurm, echo=echo, detach=detach)
     return failures
 
 
-def _execute_wave(name: str, todo: list[RunConfig], slurm: SlurmOptions, *, echo: bool) -> list[tuple[str, str]]:
+def _execute_wave(todo: list[RunConfig], slurm: SlurmOptions, *, echo: bool, detach: bool) -> list[tuple[str, str]]:
+    if not todo:
+        return []
+    if todo[0].executor == "slurm":
+        folder = Path(todo[0].results).resolve() / "submitit"
+        try:
+            entries = submit(todo, slurm, folder, echo=echo)
+        except SubmitInterrupted as e:
+            raise interrupted(e.entries, e.entries, detach) from None
+        return wait_all(entries, echo=echo, detach=detach)
     failures: list[tuple[str, str]] = []
-    if todo and todo[0].executor == "slurm":
-        shapes: dict[tuple[int, int], list[RunConfig]] = {}
-        for c in todo:
-            shapes.setdefault((c.nodes, c.procs_per_node), []).append(c)
-        submitted = [s for group in shapes.values() for s in submit_array(group, slurm)]
-        for i, (c, d, job) in enumerate(submitted):
-            if echo:
-                print(f"[{name}] waiting for {c.name} (job {job.job_id}, {i + 1}/{len(submitted)})", flush=True)
-            try:
-                wait(job, c, d)
-            except RuntimeError as e:
-                failures.append((c.name, str(e)))
-        return failures
     for i, c in enumerate(todo):
         if echo:
-            print(f"[{name}] run {i + 1}/{len(todo)}: {c.name}", flush=True)
+            print(f"[{c.experiment}] run {i + 1}/{len(todo)}: {c.name}", flush=True)
         t0 = time.monotonic()
         try:
-            launch(c, slurm, echo=echo)
-        except RuntimeError as e:
+            launch(c, slurm, echo=echo, detach=detach)
+        except (RuntimeError, LockHeld) as e:
             failures.append((c.name, str(e)))
-            print(f"[{name}] FAILED {c.name}: {e}", file=sys.stderr, flush=True)
+            print(f"[{c.experiment}] FAILED {c.name}: {e}", file=sys.stderr, flush=True)
+        except Interrupted as e:
+            raise Interrupted(f"[{c.name}] {e}", e.signum) from None
         if echo:
-            print(f"[{name}] {c.name} took {time.monotonic() - t0:.0f}s", flush=True)
+            print(f"[{c.experiment}] {c.name} took {time.monotonic() - t0:.0f}s", flush=True)
     return failures
+
+
+def run_experiments(
+    experiments: dict[str, list[RunConfig]], args: argparse.Namespace, label: str, slurm: SlurmOptions
+) -> int:
+    """Preflight every run, then run them all (module docstring); the exit code."""
+    configs = [c for cs in experiments.values() for c in cs]
+    if args.detach and any(c.executor != "slurm" for c in configs):
+        print("error: --detach leaves Slurm jobs running; a local or debug job ends with its launcher", file=sys.stderr)
+        return 2
+    failures: list[tuple[str, str]] = []
+    try:
+        with interruptible():
+            try:
+                with results_lock(args.results):
+                    memo: dict = {}
+                    for c in configs:  # bad data, results paths, empty shards: one line, before anything launches
+                        preflight(c, memo)
+                    distinct = {run_dir_for(c) for c in configs}
+                    done = sum((d / DONE).exists() for d in distinct)
+                    shared = f" ({len(distinct)} distinct trainings)" if len(distinct) < len(configs) else ""
+                    print(f"[{label}] {len(configs)} runs{shared}, {done} already done", flush=True)
+                    if configs and configs[0].executor == "slurm":  # independent experiments go out together
+                        failures = execute(configs, slurm, detach=args.detach)
+                    else:
+                        for name, cs in experiments.items():
+                            print(f"[{label}] experiment {name}: {len(cs)} runs", flush=True)
+                            failures += execute(cs, slurm, detach=args.detach)
+            except KeyboardInterrupt:
+                raise Interrupted("interrupted before anything was submitted", last_signal()) from None
+    except Interrupted as e:
+        print(str(e), file=sys.stderr)
+        return e.exit_code
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except LockHeld as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 3
+    if failures:
+        print(f"[{label}] {len(failures)} failed run(s):", file=sys.stderr)
+        for run_name, err in failures:
+            print(f"  {run_name}: {err}", file=sys.stderr)
+        return 1
+    print(f"[{label}] logs under {Path(args.results).resolve()}")
+    return 0
 
 
 def main(name: str, runs_fn: RunsFn, doc: str | None = None, argv: list[str] | None = None) -> int:
@@ -200,21 +268,4 @@ def main(name: str, runs_fn: RunsFn, doc: str | None = None, argv: list[str] | N
     except (ConfigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    try:
-        with results_lock(args.results):
-            for c in configs:  # bad data roots or results paths: one line, before anything launches
-                preflight(c)
-            failures = execute(name, configs, slurm)
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except LockHeld as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 3
-    if failures:
-        print(f"[{name}] {len(failures)} failed run(s):", file=sys.stderr)
-        for run_name, err in failures:
-            print(f"  {run_name}: {err}", file=sys.stderr)
-        return 1
-    print(f"[{name}] logs under {Path(args.results).resolve() / name}")
-    return 0
+    return run_experiments({name: configs}, args, name, slurm)

@@ -331,3 +331,13 @@ def inject_signal_for_tests() -> None:
     from submitit import JobEnvironment
 
     os.kill(os.getpid(), getattr(signal, "SIG" + JobEnvironment.USR_SIG))
+
+
+def newest_common_iteration(run_dir: Path, world_size: int | None = None) -> int | None:
+    """The iteration of the newest complete checkpoint set (where a resumed run goes on), or None.
+    A set is complete once every rank wrote its files (its manifest), so `world_size` is not needed;
+    it is accepted for callers that know it."""
+    d = newest_complete(run_dir)
+    if d is None:
+        return None
+    return int(json.loads((d / MANIFEST).read_text())["iteration"])

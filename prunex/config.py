@@ -11,13 +11,14 @@ clear error before any process is started.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import hashlib
 import json
 import math
 import re
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, NoReturn
 
 from prunex.methods.registry import METHOD_NAMES
 
@@ -52,6 +53,13 @@ DATASET_DEFAULTS = {
 
 class ConfigError(ValueError):
     """An invalid configuration value; its message is one line meant for the user."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with one-line refusals: `error: MESSAGE (see PROG --help)`, exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
 
 
 def _check_keep(name: str, value: float) -> None:
@@ -355,11 +363,18 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunConfig:
-        nested = {f.name: f.type for f in fields(cls) if f.name in _NESTED}
-        kwargs = dict(d)
-        for key in nested:
-            if key in kwargs and isinstance(kwargs[key], dict):
-                kwargs[key] = _NESTED[key](**kwargs[key])
+        """A RunConfig from `to_dict`'s form (config.json); a field of the wrong type or an unknown
+        one is a ConfigError naming it."""
+        if not isinstance(d, dict):
+            raise ConfigError(f"a run configuration is a JSON object, got {type(d).__name__}")
+        kwargs = _typed(cls, d, "")
+        for key, nested_cls in _NESTED.items():
+            if key in kwargs:
+                if not isinstance(kwargs[key], dict):
+                    raise ConfigError(f"field {key!r} must be an object, got {kwargs[key]!r}")
+                kwargs[key] = nested_cls(**_typed(nested_cls, kwargs[key], f"{key}."))
+        if "method" not in kwargs:
+            raise ConfigError("field 'method' is missing")
         return cls(**kwargs)
 
     def diff(self, other: RunConfig, ignore: tuple[str, ...] = ("executor", "results")) -> list[str]:
@@ -376,6 +391,25 @@ _NESTED = {
     "prune_finetune": PruneFinetuneConfig,
     "link": LinkConfig,
 }
+
+
+_TYPES: dict[str, tuple[type, ...]] = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,)}
+
+
+def _typed(cls: type, d: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """`d`'s values checked against `cls`'s field annotations ("int", "float | None", ...)."""
+    known = {f.name: str(f.type) for f in fields(cls)}
+    for key, value in d.items():
+        if key not in known:
+            raise ConfigError(f"unknown field {prefix}{key!r}")
+        kinds = [k.strip() for k in known[key].split("|")]
+        if value is None and "None" in kinds:
+            continue
+        allowed = tuple(t for k in kinds for t in _TYPES.get(k, ()))
+        wrong_bool = isinstance(value, bool) and "bool" not in kinds
+        if allowed and (not isinstance(value, allowed) or wrong_bool):
+            raise ConfigError(f"field {prefix}{key} must be {' or '.join(kinds)}, got {value!r}")
+    return dict(d)
 
 
 def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -35,7 +35,8 @@ DIGITS_DIR = "digits-cifar-batches-py"
 
 
 class DatasetMissing(FileNotFoundError):
-    """The dataset is not under the data root; the message says how to get it."""
+    """The dataset is not under the data root, or is corrupt; the message names the file and says how
+    to get it."""
 
 
 class DigitsCIFAR(CIFAR10):
@@ -67,10 +68,11 @@ def _atomic_pickle(obj: object, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def make_digits(root: str | Path, seed: int = 0) -> Path:
-    """Write the digits dataset in CIFAR-10 format under `root` (idempotent). Returns its folder."""
+def make_digits(root: str | Path, seed: int = 0, *, force: bool = False) -> Path:
+    """Write the digits dataset in CIFAR-10 format under `root` (idempotent unless `force`).
+    Returns its folder."""
     folder = Path(root) / DIGITS_DIR
-    if (folder / "batches.meta").exists():
+    if (folder / "batches.meta").exists() and not force:
         return folder
     from sklearn.datasets import load_digits
 
@@ -93,10 +95,46 @@ def make_digits(root: str | Path, seed: int = 0) -> Path:
     return folder
 
 
+# what reading a torn or overwritten pickle of the CIFAR format raises
+_UNREADABLE = (pickle.UnpicklingError, EOFError, ValueError, KeyError, IndexError, TypeError, AttributeError, OSError)
+
+
+def open_digits(root: Path, train: bool, transform: object = None) -> DigitsCIFAR:
+    """The digits split, made on first use; a cache that cannot be read (a torn or truncated
+    file) is made again, with a note, since it is derived data."""
+    make_digits(root)
+    try:
+        return DigitsCIFAR(str(root), train=train, transform=transform)
+    except _UNREADABLE as e:
+        folder = Path(root) / DIGITS_DIR
+        print(f"note: the digits cache {folder} was unreadable ({type(e).__name__}); made it again", file=sys.stderr)
+        make_digits(root, force=True)
+        return DigitsCIFAR(str(root), train=train, transform=transform)
+
+
+def _open_cifar10(root: Path, train: bool, transform: object = None) -> CIFAR10:
+    folder = root / CIFAR10.base_folder
+    fix = f"download it again with: python -m prunex.data download --root {root}"
+    if not (folder / "batches.meta").exists():
+        raise DatasetMissing(
+            f"CIFAR-10 not found under {folder}; download it with: python -m prunex.data download --root {root}"
+        )
+    try:
+        return CIFAR10(str(root), train=train, transform=transform)
+    except RuntimeError:  # torchvision's integrity check failed ("Dataset not found or corrupted")
+        from torchvision.datasets.utils import check_integrity
+
+        files = [*CIFAR10.train_list, *CIFAR10.test_list, [CIFAR10.meta["filename"], CIFAR10.meta["md5"]]]
+        bad = [name for name, md5 in files if not check_integrity(str(folder / name), md5)]
+        raise DatasetMissing(f"CIFAR-10 under {folder} is corrupt ({', '.join(bad) or 'checksum'}); {fix}") from None
+    except _UNREADABLE as e:
+        raise DatasetMissing(f"CIFAR-10 under {folder} is unreadable ({type(e).__name__}); {fix}") from None
+
+
 def _stats(dataset: str, root: Path) -> tuple[tuple[float, ...], tuple[float, ...]]:
     if dataset == "cifar10":
         return CIFAR_MEAN, CIFAR_STD
-    data = DigitsCIFAR(str(root), train=True).data.astype(np.float64) / 255.0
+    data = open_digits(root, train=True).data.astype(np.float64) / 255.0
     return tuple(data.mean(axis=(0, 1, 2))), tuple(data.std(axis=(0, 1, 2)))
 
 
@@ -110,18 +148,10 @@ def load_dataset(name: str, root: str | Path | None, train: bool, augment: bool 
         augment: override augmentation of the train split.
     """
     root = Path(root) if root else default_root()
-    if name == "digits":
-        make_digits(root)
-        cls = DigitsCIFAR
-    elif name == "cifar10":
-        if not (root / CIFAR10.base_folder / "batches.meta").exists():
-            raise DatasetMissing(
-                f"CIFAR-10 not found under {root}/{CIFAR10.base_folder}; "
-                f"download it with: python -m prunex.data download --root {root}"
-            )
-        cls = CIFAR10
-    else:
+    if name not in ("digits", "cifar10"):
         raise ValueError(f"unknown dataset {name!r}; known: cifar10, digits")
+    opener = open_digits if name == "digits" else _open_cifar10
+    opener(root, train=train)  # made, checked and readable before anything else reads it
     mean, std = _stats(name, root)
     augment = train if augment is None else augment
     steps: list = []
@@ -130,7 +160,20 @@ def load_dataset(name: str, root: str | Path | None, train: bool, augment: bool 
         if name == "cifar10":
             steps.append(transforms.RandomHorizontalFlip())
     steps += [transforms.ToTensor(), transforms.Normalize(mean, std)]
-    return cls(str(root), train=train, transform=transforms.Compose(steps))
+    return opener(root, train=train, transform=transforms.Compose(steps))
+
+
+def train_size(name: str, root: str | Path | None, subset: int = 0) -> int:
+    """Training images a run uses (its `--train-subset` applied)."""
+    n = len(load_dataset(name, root, train=True, augment=False))
+    return min(subset, n) if subset else n
+
+
+def batches_per_epoch(n_train: int, world_size: int, batch_size: int, drop_last_batch: bool = False) -> int:
+    """Mini-batches per epoch on every rank, as `shard_loader` makes them: each rank's shard holds
+    n_train // world_size images (DistributedSampler, drop_last), cut into batches of batch_size."""
+    shard = n_train // world_size
+    return shard // batch_size if drop_last_batch else -(-shard // batch_size)
 
 
 def shard_loader(
@@ -174,8 +217,12 @@ def main(argv: list[str] | None = None) -> int:
     mk.add_argument("--root", default=str(default_root()))
     args = parser.parse_args(argv)
     if args.cmd == "download":
-        CIFAR10(args.root, train=True, download=True)
-        CIFAR10(args.root, train=False, download=True)
+        try:
+            CIFAR10(args.root, train=True, download=True)
+            CIFAR10(args.root, train=False, download=True)
+        except (OSError, RuntimeError) as e:  # no network, a proxy, a full disk: one line
+            print(f"error: downloading CIFAR-10 into {args.root} failed: {type(e).__name__}: {e}", file=sys.stderr)
+            return 1
         print(f"CIFAR-10 is in {Path(args.root) / CIFAR10.base_folder}")
     else:
         print(f"digits dataset is in {make_digits(args.root)}")

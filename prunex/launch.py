@@ -9,7 +9,8 @@
   an unsubmittable run first (`prunex.slurm.check_submission`: no account, a torch that cannot run
   on the site's GPUs), and a refused `sbatch` is one line with Slurm's message (`SubmitError`).
 
-Each task runs `TrainJob`, which exports torch.distributed's env:// variables with
+Each task runs `TrainJob`, which checks that its job is the one the run directory records
+(`prunex.lock.job_owns_run`), exports torch.distributed's env:// variables with
 `submitit.helpers.TorchDistributedEnvironment` and calls `prunex.train.train`. It never writes
 `CUDA_VISIBLE_DEVICES`: a value the scheduler set (one GPU bound per task, or the node's GPUs) is
 kept, and `prunex.device` picks the GPU among those the task sees.
@@ -19,6 +20,12 @@ training configuration (`RunConfig.shared_id`), not by the experiment that asks 
 experiment refers to it as `RESULTS/<experiment>/<name>`, a relative symbolic link made by
 `preflight` (`link_run`), so two experiments asking for the same training share one run, trained
 once, and the analysis finds it under either name.
+
+`launch` (one run) and `submit` + `wait_all` (many, for the experiment driver) claim each run
+before submitting (`prunex.lock.claim_run`): a run a live Slurm job trains is reattached to, never
+submitted twice; a finished run is skipped; a run whose job is gone is submitted again and resumes
+from its checkpoints. Ctrl-C/SIGTERM while waiting cancels the jobs (or, with `detach`, leaves
+Slurm jobs running) and raises `prunex.interrupt.Interrupted` with the line to print.
 """
 
 from __future__ import annotations
@@ -26,17 +33,22 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import socket
 import sys
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import submitit
 
-from prunex import checkpoint
+from prunex import checkpoint, jobs
+from prunex.checkpoint import newest_common_iteration
 from prunex.config import SHARED_RUNS_DIR, ConfigError, RunConfig
+from prunex.interrupt import Interrupted, deferred, last_signal, resume_hint
+from prunex.lock import RunClaim, claim_run, job_owns_run, record_job, release_claim
 from prunex.log import DONE
 from prunex.minicluster.helpers import adapt_slurm_params, export_torch_env
 from prunex.slurm import SlurmOptions, SubmitError, check_submission, executor_parameters, on_minicluster, submission
@@ -44,17 +56,20 @@ from prunex.slurm import SlurmOptions, SubmitError, check_submission, executor_p
 __all__ = [  # SlurmOptions, SubmitError and executor_parameters live in prunex.slurm; importable from here too
     "SlurmOptions",
     "SubmitError",
+    "Submitted",
     "TrainJob",
     "executor_parameters",
+    "experiment_path",
     "export_job_env",
     "launch",
+    "link_run",
     "make_executor",
-    "prepare",
     "preflight",
     "run_dir_for",
-    "submit_array",
+    "submit",
     "submitit_parameters",
     "wait",
+    "wait_all",
 ]
 
 
@@ -70,11 +85,18 @@ def submitit_parameters(config: RunConfig, slurm: SlurmOptions | None = None) ->
 
 
 def make_executor(config: RunConfig, folder: str | Path, slurm: SlurmOptions | None = None) -> submitit.Executor:
-    """A submitit executor for the run, after `prunex.slurm.check_submission` (one-line refusals)."""
+    """A submitit executor for the run, after `prunex.slurm.check_submission` (one-line refusals). On a
+    mini cluster (no GPUs) GPU requests are dropped with a visible note, so the `paper` profile's Slurm
+    parameters resolve there too. The local executor is `prunex.jobs.LocalGroupExecutor`: the job is a
+    process group that dies with its launcher."""
     check_submission(config, slurm)
-    cluster = {"debug": "debug", "local": "local", "slurm": "slurm"}[config.executor]
-    executor = submitit.AutoExecutor(folder=str(folder), cluster=cluster)
     params, notes = submitit_parameters(config, slurm)
+    if config.executor == "local":
+        executor: submitit.Executor = jobs.LocalGroupExecutor(folder=str(folder))
+        executor.update_parameters(**{k: v for k, v in params.items() if k != "name"})
+        return executor
+    cluster = {"debug": "debug", "slurm": "slurm"}[config.executor]
+    executor = submitit.AutoExecutor(folder=str(folder), cluster=cluster)
     for note in notes:
         print(f"[{config.name}] note: {note}", file=sys.stderr, flush=True)
     executor.update_parameters(**params)
@@ -137,6 +159,13 @@ class TrainJob(submitit.helpers.Checkpointable):
         self.config, self.run_dir = config, run_dir
 
     def __call__(self) -> str:
+        if self.config.executor == "local":
+            # a local job ends with its launcher (prunex.jobs); SIGTERM ends a local rank (submitit
+            # bypasses it for Slurm preemption, which does not exist here)
+            jobs.die_with_parent(int(os.environ["SUBMITIT_LOCAL_JOB_ID"]))
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if self.config.executor != "debug":  # one job per run: this job must be the run's recorded one
+            job_owns_run(self.run_dir, submitit.JobEnvironment().job_id)
         export_job_env()
         from prunex.train import train
 
@@ -164,11 +193,42 @@ def export_job_env() -> None:
         os.environ["MASTER_ADDR"] = os.environ["SLURM_LAUNCH_NODE_IPADDR"]
 
 
-def preflight(config: RunConfig) -> Path:
-    """Checks that need the file system, before anything is launched; links the asking experiment
-    to the run (`link_run`). Returns the run dir."""
+def check_iterations(config: RunConfig, sizes: dict[tuple[str, str, int], int] | None = None) -> None:
+    """Refuse a configuration that would train nothing: every rank's shard must hold a mini-batch
+    (`prunex.data.batches_per_epoch`, the sharding `shard_loader` does). `sizes`: a memo of
+    training-set sizes shared by the runs of one driver."""
+    from prunex.data import batches_per_epoch, train_size
+
+    key = (config.dataset, config.data_root, config.train_subset)
+    sizes = {} if sizes is None else sizes
+    if key not in sizes:
+        sizes[key] = train_size(*key)
+    n = sizes[key]
+    if batches_per_epoch(n, config.world_size, config.batch_size) == 0:
+        used = (
+            f"--train-subset {config.train_subset} leaves {n}" if config.train_subset else f"{config.dataset} has {n}"
+        )
+        raise ConfigError(
+            f"run {config.name} would train 0 iterations: {used} training images for {config.world_size} ranks, "
+            f"so every rank's shard is empty; use at least {config.world_size} images or fewer ranks"
+        )
+
+
+def preflight(config: RunConfig, memo: dict | None = None) -> Path:
+    """Checks before anything is launched or written: the dataset (digits made once), a configuration
+    that trains at least one iteration, then a writable run directory, linked from the asking
+    experiment (`link_run`). Returns the run dir. `memo`:
+    shared by the runs of one driver, so that each dataset is checked once."""
     from prunex.data import DatasetMissing, load_dataset
 
+    memo = {} if memo is None else memo
+    try:
+        if (config.dataset, config.data_root) not in memo:
+            load_dataset(config.dataset, config.data_root, train=False)  # also makes digits once
+            memo[(config.dataset, config.data_root)] = True
+        check_iterations(config, memo.setdefault("train_sizes", {}))
+    except DatasetMissing as e:
+        raise ConfigError(str(e)) from None
     run_dir = run_dir_for(config)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -176,55 +236,148 @@ def preflight(config: RunConfig) -> Path:
         probe.write_text("ok")
         probe.unlink()
     except OSError as e:
-        raise ConfigError(f"results path {config.results!r} is not writable: {e.strerror}") from None
+        raise ConfigError(
+            f"results path {config.results!r} is not writable: {e.strerror}; use another --results "
+            f"or make it writable (chmod u+w {Path(config.results).resolve()})"
+        ) from None
     link_run(config)
-    try:
-        load_dataset(config.dataset, config.data_root, train=False)  # also makes digits once
-    except DatasetMissing as e:
-        raise ConfigError(str(e)) from None
     return run_dir
 
 
-def prepare(config: RunConfig) -> Path | None:
-    """Preflight a run; None if already done. An unfinished earlier attempt with a complete checkpoint
-    set is resumed by the trainer; without one its leftovers are cleared."""
-    run_dir = preflight(config)
-    if (run_dir / DONE).exists():
-        return None
+def _clear_leftovers(run_dir: Path) -> None:
+    """Before a new job of a run this launcher owns: an earlier attempt with checkpoints is resumed by
+    the trainer; without checkpoints its logs are cleared (never while a job owns the run)."""
     if checkpoint.newest_complete(run_dir) is not None:
-        return run_dir
-    for stale in ("parts", "steps.parquet", "comm.parquet"):
-        path = run_dir / stale
-        if path.is_dir():
-            shutil.rmtree(path)
-        else:
-            path.unlink(missing_ok=True)
-    return run_dir
+        return
+    shutil.rmtree(run_dir / "parts", ignore_errors=True)
+    for stale in [*run_dir.glob("*.parquet"), run_dir / "final_model.pt"]:
+        stale.unlink(missing_ok=True)
 
 
-def launch(config: RunConfig, slurm: SlurmOptions | None = None, *, echo: bool = True) -> Path:
-    """Submit one run, show rank 0's progress, wait for it; returns the run directory.
+class SubmitInterrupted(KeyboardInterrupt):
+    """Ctrl-C/SIGTERM during `submit`; `entries` are the jobs submitted (and recorded) before it."""
+
+    def __init__(self, entries: list[Submitted]) -> None:
+        super().__init__("interrupted while submitting")
+        self.entries = entries
+
+
+@dataclass
+class Submitted:
+    """A run and the job training it (submitted here, or reattached to)."""
+
+    config: RunConfig
+    run_dir: Path
+    job: submitit.Job
+    record: jobs.JobRecord
+    attached: bool = False
+
+
+def launch(config: RunConfig, slurm: SlurmOptions | None = None, *, echo: bool = True, detach: bool = False) -> Path:
+    """Submit one run (or reattach to the live Slurm job training it), show rank 0's progress, wait
+    for it; returns the run directory.
 
     A finished run (DONE marker) is not run again. Raises `RuntimeError` with the job's error when
-    any task fails.
+    any task fails, `prunex.lock.LockHeld` when another launcher's live job trains the run, and
+    `prunex.interrupt.Interrupted` after Ctrl-C/SIGTERM (the jobs cancelled, or left running with
+    `detach`).
     """
-    run_dir = prepare(config)
-    if run_dir is None:
+    if detach and config.executor != "slurm":
+        raise ConfigError("--detach leaves a Slurm job running; a local job ends with its launcher")
+    run_dir = preflight(config)
+    if (run_dir / DONE).exists():
         if echo:
-            print(f"[{config.name}] already done: {run_dir_for(config)}", flush=True)
-        return run_dir_for(config)
-    executor = make_executor(config, run_dir / "submitit", slurm)
-    with submission(f"run {config.name}"):
-        job = executor.submit(TrainJob(config, str(run_dir)))
-    if echo:
-        print(
-            f"[{config.name}] submitted job {job.job_id} ({config.executor}, {config.nodes}x"
-            f"{config.procs_per_node}) -> {run_dir}",
-            flush=True,
-        )
-    _follow(job, echo)
-    wait(job, config, run_dir)
+            print(f"[{config.name}] already done: {run_dir}", flush=True)
+        return run_dir
+    try:
+        entries = submit([config], slurm, run_dir / "submitit", echo=echo)
+    except SubmitInterrupted as e:
+        raise interrupted(e.entries, e.entries, detach) from None
+    failures = wait_all(entries, echo=echo, detach=detach)
+    if failures:
+        raise RuntimeError(failures[0][1])
     return run_dir
+
+
+def submit(
+    configs: list[RunConfig], slurm: SlurmOptions | None, folder: Path | None = None, *, echo: bool = True
+) -> list[Submitted]:
+    """Claim every run (`prunex.lock.claim_run`) and submit a job for each run no live job trains;
+    runs a live Slurm job trains are reattached to. Finished runs are skipped. Runs of one shape
+    (nodes x tasks) go out as one Slurm job array (`executor.batch()`) in `folder` (default: each
+    run's own `submitit/`). Returns one `Submitted` per unfinished run."""
+    out: list[Submitted] = []
+    owned: list[tuple[RunConfig, Path, RunClaim]] = []
+    try:
+        for c in configs:
+            run_dir = run_dir_for(c)
+            if (run_dir / DONE).exists():
+                continue
+            claim = claim_run(run_dir, c.name)
+            if claim.attach is not None:
+                job = jobs.rebuild(claim.attach)
+                out.append(Submitted(c, run_dir, job, claim.attach, attached=True))
+                if echo:
+                    print(f"[{c.name}] reattached to {claim.attach.describe()}, which is still running", flush=True)
+            else:
+                owned.append((c, run_dir, claim))
+        groups: dict[tuple[str, int, int, str], list[tuple[RunConfig, Path, RunClaim]]] = {}
+        for item in owned:
+            c, run_dir = item[0], item[1]
+            key = (c.executor, c.nodes, c.procs_per_node, str(folder) if folder else str(run_dir))
+            groups.setdefault(key, []).append(item)
+        for items in groups.values():
+            out += _submit_group(items, slurm, folder, echo)
+            owned = [o for o in owned if o not in items]
+    except BaseException as e:
+        for _, run_dir, _ in owned:  # claimed, never submitted
+            release_claim(run_dir)
+        if isinstance(e, KeyboardInterrupt):
+            raise SubmitInterrupted(out) from None
+        raise
+    return out
+
+
+def _submit_group(
+    items: list[tuple[RunConfig, Path, RunClaim]], slurm: SlurmOptions | None, folder: Path | None, echo: bool
+) -> list[Submitted]:
+    first = items[0][0]
+    for _, run_dir, _ in items:
+        _clear_leftovers(run_dir)
+    executor = make_executor(first, folder or items[0][1] / "submitit", slurm)
+    with deferred():  # an interrupt waits until the jobs are submitted and recorded, then cancels them
+        return _submit_and_record(executor, items, echo)
+
+
+def _submit_and_record(
+    executor: submitit.Executor, items: list[tuple[RunConfig, Path, RunClaim]], echo: bool
+) -> list[Submitted]:
+    first = items[0][0]
+    names = ", ".join(c.name for c, _, _ in items[:3]) + (" ..." if len(items) > 3 else "")
+    try:
+        with jobs.outside_job_env(), submission(names):
+            if len(items) == 1:
+                submitted = [executor.submit(TrainJob(first, str(items[0][1])))]
+            else:
+                experiments = sorted({c.experiment for c, _, _ in items})
+                executor.update_parameters(name=f"prunex-{experiments[0] if len(experiments) == 1 else 'suite'}")
+                with executor.batch():
+                    submitted = [executor.submit(TrainJob(c, str(d))) for c, d, _ in items]
+    except SubmitError:  # sbatch refused (a partition, an account, a limit): Slurm's message, one line
+        raise
+    except Exception as e:  # anything else submitit raised: one line, not a traceback
+        raise RuntimeError(f"submitting {names} failed: {_last_line(str(e))}") from e
+    out = []
+    for (c, run_dir, claim), job in zip(items, submitted, strict=True):
+        record = jobs.record_of(job, c.executor, c.world_size)
+        record_job(run_dir, record, claim.previous)
+        out.append(Submitted(c, run_dir, job, record))
+        if echo:
+            print(
+                f"[{c.name}] submitted job {record.job_id} ({c.executor}, {c.nodes}x{c.procs_per_node}) -> {run_dir}",
+                flush=True,
+            )
+    return out
 
 
 def wait(job: submitit.Job, config: RunConfig, run_dir: Path) -> None:
@@ -243,7 +396,8 @@ def wait(job: submitit.Job, config: RunConfig, run_dir: Path) -> None:
             cause = f"rank{'s' if len(dead) > 1 else ''} {ranks} ended without a result (killed, out of memory or "
             cause += "lost its node: see its log); "
         raise RuntimeError(
-            f"run {config.name} failed (job {job.job_id}, logs in {run_dir / 'submitit'}): {cause}{_last_line(str(e))}"
+            f"run {config.name} failed (job {job.job_id}, logs in {Path(job.paths.folder)}): "
+            f"{cause}{_last_line(str(e))}"
         ) from e
 
 
@@ -252,24 +406,6 @@ def _ranks_without_result(job: submitit.Job, tasks: int) -> list[int]:
     if tasks <= 1:
         return []
     return [r for r in range(tasks) if not job.task(r).paths.result_pickle.exists()]
-
-
-def submit_array(
-    configs: list[RunConfig], slurm: SlurmOptions | None = None
-) -> list[tuple[RunConfig, Path, submitit.Job]]:
-    """Submit runs that share their executor parameters as one Slurm job array (`executor.batch()`).
-
-    Finished runs are skipped. Returns (config, run dir, job) for each submitted run.
-    """
-    pending = [(c, d) for c in configs if (d := prepare(c)) is not None]
-    if not pending:
-        return []
-    folder = Path(pending[0][0].results).resolve() / pending[0][0].experiment / "submitit"
-    executor = make_executor(pending[0][0], folder, slurm)
-    executor.update_parameters(name=f"prunex-{pending[0][0].experiment}")
-    with submission(f"the {len(pending)} runs of {pending[0][0].experiment}"), executor.batch():
-        jobs = [executor.submit(TrainJob(c, str(d))) for c, d in pending]
-    return [(c, d, j) for (c, d), j in zip(pending, jobs, strict=True)]
 
 
 def _last_line(text: str) -> str:
@@ -281,25 +417,148 @@ def _last_line(text: str) -> str:
     return next((ln for ln in reversed(lines) if ln), text)
 
 
-def _follow(job: submitit.Job, echo: bool, poll_s: float = 1.0) -> None:
-    """Echo rank 0's progress lines while the job runs (the debug executor runs in the foreground)."""
-    if isinstance(job, submitit.DebugJob):
-        return
-    offset = 0
-    while True:
-        finished = job.done()
-        path = Path(job.paths.stdout)
-        if echo and path.exists():
-            with open(path, errors="replace") as f:
-                f.seek(offset)
-                chunk = f.read()
-                offset = f.tell()
-            for line in chunk.splitlines():
-                if line.startswith("["):
-                    print(line, flush=True)
-        if finished:
-            return
-        time.sleep(poll_s)
+class _Tail:
+    """Rank 0's progress lines (`[run] ...`) of a job, as they are written."""
+
+    def __init__(self, job: submitit.Job, from_end: bool) -> None:
+        self.path = Path(job.paths.stdout)
+        self.offset = self.path.stat().st_size if from_end and self.path.exists() else 0
+
+    def lines(self) -> list[str]:
+        if not self.path.exists():
+            return []
+        with open(self.path, errors="replace") as f:
+            f.seek(self.offset)
+            chunk = f.read()
+            self.offset = f.tell()
+        return [ln for ln in chunk.splitlines() if ln.startswith("[")]
+
+
+def _finished(entry: Submitted, slurm: dict[str, str] | None) -> bool:
+    """Whether the job has ended. A Slurm job: squeue no longer runs it (`slurm`: one squeue call
+    for every job), or, when Slurm does not answer, every task wrote its result file."""
+    if isinstance(entry.job, submitit.DebugJob):
+        return True  # runs in the foreground when its results are asked for
+    if entry.record.executor == "slurm":
+        if slurm is not None:
+            return jobs.state(entry.record, slurm) == jobs.GONE
+        return all(entry.job.task(t).paths.result_pickle.exists() for t in range(entry.record.tasks))
+    return entry.job.done()
+
+
+def wait_all(
+    entries: list[Submitted], *, echo: bool = True, detach: bool = False, poll_s: float = 1.0, slurm_poll_s: float = 5.0
+) -> list[tuple[str, str]]:
+    """Wait for every job, echoing rank 0's progress; returns (run name, error) for each failed run.
+
+    Local and debug jobs are looked at every `poll_s`, Slurm jobs every `slurm_poll_s` (one squeue
+    call for all of them; their log files are read then too, to spare a shared file system).
+    Ctrl-C/SIGTERM (a KeyboardInterrupt, `prunex.interrupt`) cancels the jobs still running, or
+    leaves Slurm jobs running with `detach`, and raises `Interrupted`. Any other exception in the
+    launcher ends the local jobs it started (they die with their launcher process anyway).
+    """
+    pending = list(entries)
+    failures: list[tuple[str, str]] = []
+    tails = {id(e): _Tail(e.job, from_end=e.attached and len(entries) > 1) for e in pending}
+    last_slurm, states, unavailable_since = float("-inf"), None, None
+    try:
+        while pending:
+            slurm_pending = any(e.record.executor == "slurm" for e in pending)
+            refresh = slurm_pending and time.monotonic() - last_slurm > slurm_poll_s
+            if refresh:
+                last_slurm = time.monotonic()
+                try:
+                    states = jobs.slurm_states(e.record.job_id for e in pending if e.record.executor == "slurm")
+                    unavailable_since = None
+                except jobs.SlurmUnavailable as err:  # keep waiting: result files still tell finished jobs
+                    states = None
+                    if unavailable_since is None or time.monotonic() - unavailable_since > 300:
+                        print(f"note: {err}; still waiting for the jobs", file=sys.stderr, flush=True)
+                        unavailable_since = time.monotonic()
+            for e in list(pending):
+                if e.record.executor == "slurm" and not refresh:
+                    continue
+                done = _finished(e, states)
+                if echo:
+                    for line in tails[id(e)].lines():
+                        print(line, flush=True)
+                if not done:
+                    continue
+                pending.remove(e)
+                if e.record.executor == "slurm" and not isinstance(e.job, submitit.DebugJob):
+                    e.job.watcher.update()  # its final state now, not at submitit's next poll
+                try:
+                    wait(e.job, e.config, e.run_dir)
+                except RuntimeError as err:
+                    failures.append((e.config.name, str(err)))
+                    if len(entries) > 1:
+                        print(f"[{e.config.name}] FAILED: {err}", file=sys.stderr, flush=True)
+                else:
+                    if echo and len(entries) > 1:
+                        print(f"[{e.config.name}] finished ({len(entries) - len(pending)}/{len(entries)})", flush=True)
+            if pending:
+                time.sleep(poll_s)
+    except KeyboardInterrupt:
+        raise interrupted(entries, pending, detach) from None
+    except BaseException:
+        for e in pending:
+            if e.record.executor == "local":
+                jobs.kill(e.record)
+        raise
+    return failures
+
+
+CANCEL_WAIT_S = {"local": 10.0, "slurm": 120.0}  # then a local job is killed; Slurm's KillWait applies
+
+
+def interrupted(entries: list[Submitted], pending: list[Submitted], detach: bool) -> Interrupted:
+    """Act on an interrupt: cancel (or, detached, leave) the pending jobs of `entries`; the message
+    to print, as an `Interrupted` to raise."""
+    signum = last_signal()
+    if not entries:
+        return Interrupted("interrupted before anything was submitted", signum)
+    live = [e for e in pending if e.record.executor != "debug"]
+    slurm_ids = " ".join(e.record.job_id for e in live if e.record.executor == "slurm")
+    if detach and live:
+        return Interrupted(
+            f"detached: Slurm job{'s' if len(live) > 1 else ''} {slurm_ids} go{'' if len(live) > 1 else 'es'} on "
+            f"running; run the same command again to reattach, or stop {'them' if len(live) > 1 else 'it'} with: "
+            f"scancel {slurm_ids}",
+            signum,
+        )
+    if live:
+        what = ", ".join(e.record.describe() for e in live[:3]) + (
+            f" and {len(live) - 3} more" if len(live) > 3 else ""
+        )
+        detach_hint = "; --detach leaves Slurm jobs running instead" if slurm_ids else ""
+        print(
+            f"interrupt: cancelling {what}; waiting until gone (Ctrl-C again to stop waiting){detach_hint}",
+            file=sys.stderr,
+            flush=True,
+        )
+        for e in live:
+            jobs.cancel(e.record)
+        try:
+            for e in live:
+                if not jobs.wait_gone(e.record, CANCEL_WAIT_S[e.record.executor], job=e.job):
+                    jobs.kill(e.record)
+                    jobs.wait_gone(e.record, 5.0, job=e.job)
+        except KeyboardInterrupt:
+            for e in live:
+                jobs.kill(e.record)  # local jobs end now; cancelled Slurm jobs end on their own
+            if slurm_ids:
+                print(f"interrupt: not waiting for Slurm job(s) {slurm_ids} to end (scancel sent)", file=sys.stderr)
+    if len(entries) == 1:
+        e = entries[0]
+        return Interrupted(resume_hint(newest_common_iteration(e.run_dir, e.config.world_size)), signum)
+    names = ", ".join(e.config.name for e in pending[:4]) + (
+        f" and {len(pending) - 4} more" if len(pending) > 4 else ""
+    )
+    return Interrupted(
+        f"interrupted with {len(pending)} run(s) unfinished ({names}); run the same command again to resume from "
+        "their checkpoints",
+        signum,
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -13,6 +13,13 @@ auto|cuda|cpu and the Slurm options of `prunex.slurm` (--site --account --partit
 --gpus-per-node --gres --cpus-per-task --mem --sbatch KEY=VALUE). The
 configuration is validated before anything is launched: a bad value is one line on stderr and
 exit code 2.
+
+The run belongs to the job that trains it (`prunex.lock`): running the same command again while
+its Slurm job lives reattaches to that job; while another launcher's local job trains it, the
+command refuses (exit code 3) and says how to stop that job; a finished run is not run again. Ctrl-C
+or SIGTERM cancels the job, waits until it is gone and ends with "interrupted after iteration K;
+run the same command again to resume from the checkpoint" (exit code 130 or 143); with `--detach`
+a Slurm job is left running instead, and the line says how to reattach or cancel it.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import sys
 
 from prunex.config import (
     ADMMConfig,
+    ArgumentParser,
     ConfigError,
     DDPConfig,
     LinkConfig,
@@ -31,8 +39,9 @@ from prunex.config import (
     RunConfig,
     TopKConfig,
 )
+from prunex.interrupt import Interrupted, interruptible, last_signal
 from prunex.launch import experiment_path, launch
-from prunex.lock import LockHeld, results_lock
+from prunex.lock import LockHeld
 from prunex.slurm import add_cluster_options, check_submission, slurm_options_from_args
 
 # command-line option -> (nested config, field)
@@ -77,7 +86,7 @@ _NESTED_TYPES = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m prunex.run", description="Run one PruneX training run.")
+    p = ArgumentParser(prog="python -m prunex.run", description="Run one PruneX training run.")
     p.add_argument("--method", required=True)
     p.add_argument("--model", default="resnet20")
     p.add_argument("--dataset", default="digits")
@@ -103,6 +112,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--checkpoint-every-min",
         type=float,
         help="minutes between checkpoints, taken at the next evaluation point (default 20; 0: at every one)",
+    )
+    p.add_argument(
+        "--detach",
+        action="store_true",
+        help="on Ctrl-C/SIGTERM leave the Slurm job running (default: cancel it); run again to reattach",
     )
     g = p.add_argument_group("method options")
     for opt in (
@@ -171,11 +185,17 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        config = config_from_args(args)
-        slurm = slurm_options_from_args(args)
-        check_submission(config, slurm)  # no account, a torch that cannot run there: one line, nothing made
-        with results_lock(config.results):
-            run_dir = launch(config, slurm)
+        with interruptible():
+            try:
+                config = config_from_args(args)
+                slurm = slurm_options_from_args(args)
+                check_submission(config, slurm)  # no account, a torch that cannot run there: one line, nothing made
+                run_dir = launch(config, slurm, detach=args.detach)
+            except KeyboardInterrupt:  # before anything was submitted
+                raise Interrupted("interrupted before anything was submitted", last_signal()) from None
+    except Interrupted as e:
+        print(str(e), file=sys.stderr)
+        return e.exit_code
     except LockHeld as e:
         print(f"error: {e}", file=sys.stderr)
         return 3

@@ -21,17 +21,28 @@ model, statistics as evaluated.
 `meta.json` records the first attempt; a requeued or relaunched attempt writes `meta.attempt<k>.json`
 (`prunex.log.write_meta`), so no attempt's record is overwritten.
 
+The console's loss at each evaluation point is the mean over ranks, the quantity `steps.parquet`
+logs (`prunex.log.merge_parts`): one float64 AllReduce over the flat group, a control message
+outside the timed region and not logged as training communication. A configuration whose loop has
+no iteration is an error here too (the launcher refuses it before launching, `check_iterations`):
+a DONE marker always means at least one trained iteration.
+
 Fault injection (tests/faults, tests/test_resume.py): with ``PRUNEX_FAULT_NAN_AT=K`` in its
 environment, rank 0 fills one parameter of its training model with NaN at the start of iteration K,
 so the divergence check (`prunex.methods.base.check_finite`) meets a NaN loss through the ordinary
 training path; with ``PRUNEX_FAULT_PREEMPT_AT=K``, the last rank sends itself submitit's preemption
-signal at the start of iteration K, as Slurm does before a time limit.
+signal at the start of iteration K, as Slurm does before a time limit. With
+``PRUNEX_FAULT_HOLD_AT=K``, rank 0 of a run whose name matches ``PRUNEX_FAULT_HOLD_RUNS`` (a glob,
+default every run) stops before iteration K while the file ``PRUNEX_FAULT_HOLD_FILE`` exists
+(without one: for ``PRUNEX_FAULT_HOLD_S`` seconds, default 60), never longer than 80% of the
+collective timeout, so that interrupts and restarts can be tested at a known point of a run.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import fnmatch
 import io
 import json
 import math
@@ -68,6 +79,25 @@ def _set_threads(world_on_machine: int, device: torch.device) -> None:
     if device.type == "cuda" or "OMP_NUM_THREADS" in os.environ:
         return
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(world_on_machine, 1)))
+
+
+def _hold(config: RunConfig) -> None:
+    """The PRUNEX_FAULT_HOLD_* pause (module docstring)."""
+    if not fnmatch.fnmatch(config.name, os.environ.get("PRUNEX_FAULT_HOLD_RUNS", "*")):
+        return
+    path = os.environ.get("PRUNEX_FAULT_HOLD_FILE")
+    limit = min(float(os.environ.get("PRUNEX_FAULT_HOLD_S", "60")), 0.8 * config.collective_timeout_s)
+    print(f"[{config.name}] fault injection: holding", flush=True)
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline and (path is None or os.path.exists(path)):
+        time.sleep(0.1)
+
+
+def mean_over_ranks(value: float, group: dist.ProcessGroup, device: torch.device) -> float:
+    """The mean of a per-rank scalar over `group` (a control message: not logged as communication)."""
+    t = torch.tensor([value], dtype=torch.float64, device=device)
+    dist.all_reduce(t, group=group)
+    return float(t.item()) / dist.get_world_size(group)
 
 
 def seed_everything(seed: int) -> None:
@@ -145,6 +175,10 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
     method = method_class(config.method)(ctx)
 
     total = method.num_iterations
+    if total == 0 or method.steps_per_epoch == 0:
+        raise RuntimeError(
+            f"run {config.name} has nothing to train: {len(train_set)} training images over {topo.world_size} ranks"
+        )
     wall, start = 0.0, 0
     resumed = checkpoint.load(run_dir, topo, config, device)
     if resumed is not None:  # a requeued job: go on from the last checkpoint
@@ -159,8 +193,11 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
     evaluated: tuple[int, nn.Module] | None = None  # the last evaluated model (BatchNorm re-estimated)
     nan_at = int(os.environ.get("PRUNEX_FAULT_NAN_AT", "-1"))
     preempt_at = int(os.environ.get("PRUNEX_FAULT_PREEMPT_AT", "-1"))
+    hold_at = int(os.environ.get("PRUNEX_FAULT_HOLD_AT", "-1"))
     for k in range(start, total):
         comm.iteration = k
+        if k == hold_at and topo.rank == 0:
+            _hold(config)
         if k == nan_at and topo.rank == 0:
             with torch.no_grad():
                 next(ctx.model.parameters()).fill_(float("nan"))
@@ -257,11 +294,12 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
                 cadence.reset()
                 if manifest is not None:
                     note = f" checkpoint ({reason}) {sum(manifest['files'].values()) / 1e6:.1f} MB"
+            loss = mean_over_ranks(result.train_loss, groups.flat, device)  # what steps.parquet logs
             if topo.rank == 0:
                 acc = "" if math.isnan(test_acc) else f" acc {100 * test_acc:5.1f}%"
                 print(
                     f"[{config.name}] iteration {k + 1}/{total} epoch {result.epoch:.2f} "
-                    f"loss {result.train_loss:.4f}{acc} inter-node {comm.job_inter_bytes / 1e6:.1f} MB "
+                    f"loss {loss:.4f}{acc} inter-node {comm.job_inter_bytes / 1e6:.1f} MB "
                     f"wall {wall:.1f}s{note}",
                     flush=True,
                 )
@@ -321,7 +359,14 @@ def export_and_bench(run_dir: Path, device: torch.device, budget_s: float) -> No
 def main(argv: list[str] | None = None) -> int:
     """Entry point under torchrun: `torchrun ... -m prunex.train CONFIG.json RUN_DIR`."""
     argv = sys.argv[1:] if argv is None else argv
-    config = RunConfig.from_dict(json.loads(Path(argv[0]).read_text()))
+    if len(argv) != 2:
+        print("usage: torchrun ... -m prunex.train CONFIG.json RUN_DIR", file=sys.stderr)
+        return 2
+    try:
+        config = RunConfig.from_dict(json.loads(Path(argv[0]).read_text()))
+    except (OSError, ValueError) as e:  # ConfigError is a ValueError; so is a JSON syntax error
+        print(f"error: {argv[0]}: {e}; write it again with python -m prunex.run (its config.json)", file=sys.stderr)
+        return 2
     train(config, argv[1])
     return 0
 

@@ -1,7 +1,17 @@
+"""Shared fixtures: the digits data root, and the fault table.
+
+The fault table: each injected fault (tests/faults, and the interrupt tests of tests/minicluster),
+the seconds until every process had exited, the message shown, and what was left on disk, printed
+at the end of the pytest session (and written as CSV to $PRUNEX_FAULT_TABLE when set), so a run of
+the suite documents its own outcome.
+"""
+
 from __future__ import annotations
 
+import csv
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,3 +30,37 @@ def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     make_digits(root)
     os.environ["PRUNEX_DATA"] = str(root)
     return root
+
+
+FAULT_ROWS: list[dict[str, str]] = []
+
+
+@pytest.fixture
+def fault_report() -> Callable[..., None]:
+    def record(fault: str, exit_s: float | None, message: str, on_disk: str) -> None:
+        FAULT_ROWS.append(
+            {
+                "fault": fault,
+                "all exited after": "-" if exit_s is None else f"{exit_s:.1f} s",
+                "message": message.strip().splitlines()[-1] if message.strip() else "",
+                "left on disk": on_disk,
+            }
+        )
+
+    return record
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if not FAULT_ROWS:
+        return
+    terminalreporter.write_sep("=", "fault injection: outcome of each fault")
+    for row in FAULT_ROWS:
+        terminalreporter.write_line(f"- {row['fault']}: all processes exited after {row['all exited after']}")
+        terminalreporter.write_line(f"    message: {row['message']}")
+        terminalreporter.write_line(f"    on disk: {row['left on disk']}")
+    path = os.environ.get("PRUNEX_FAULT_TABLE")
+    if path:
+        with open(path, "w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(FAULT_ROWS[0]))
+            writer.writeheader()
+            writer.writerows(FAULT_ROWS)

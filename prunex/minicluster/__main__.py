@@ -17,7 +17,7 @@ from .cluster import (
 )
 
 
-def _interrupt(signum, frame):  # SIGTERM/SIGHUP behave like Ctrl-C: `up` then tears down what it made
+def _interrupt(signum, frame):  # SIGINT/TERM/HUP: `up` then tears down what it made
     raise KeyboardInterrupt(f"signal {signum}")
 
 
@@ -44,8 +44,8 @@ def main(argv: list[str] | None = None) -> int:
         if missing:
             print(requirements_message(missing), file=sys.stderr)
             return 2
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, _interrupt)
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGINT too: run_all.sh starts it in the
+            signal.signal(sig, _interrupt)  # background, where SIGINT is ignored unless a handler is set
         try:
             c = MiniCluster(
                 args.dir,

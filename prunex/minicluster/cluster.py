@@ -842,6 +842,7 @@ PartitionName={PARTITION} Nodes=ALL Default=YES MaxTime=INFINITE State=UP
             self.state_path.unlink()
         with contextlib.suppress(OSError):
             (self.dir / "munge" / "munge.socket").unlink()
+        _remove_empty_dirs(self.dir)
         return True
 
     # ---------------------------------------------------------------------------------- status
@@ -882,6 +883,18 @@ PartitionName={PARTITION} Nodes=ALL Default=YES MaxTime=INFINITE State=UP
                 f"in[{self.root_veth(i)}]: {' / '.join(q_root.splitlines()) or '-'}"
             )
         return "\n".join(lines)
+
+
+def _remove_empty_dirs(root: Path) -> None:
+    """Remove the folders ``up`` made that ``down`` left empty (spool, run, state...), bottom-up, and
+    ``root`` itself when nothing is left; the configuration (etc/) and daemon logs (log/) stay."""
+    if not root.is_dir():
+        return
+    for d in sorted((p for p in root.rglob("*") if p.is_dir() and not p.is_symlink()), key=lambda p: -len(p.parts)):
+        with contextlib.suppress(OSError):
+            d.rmdir()  # only succeeds when empty
+    with contextlib.suppress(OSError):
+        root.rmdir()
 
 
 # --------------------------------------------------------------------------------------------- machine-wide

@@ -227,4 +227,6 @@ def test_down_leaves_nothing_behind(minicluster_session):
     for d in _CLUSTER_DIRS:
         left = _leftovers(MiniCluster(d))
         assert not any(left.values()), (d, left)
+        empty = [p for p in Path(d).rglob("*") if p.is_dir() and not any(p.iterdir())]
+        assert not empty, f"down left empty folders: {empty}"
     assert c.down() is False

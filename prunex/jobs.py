@@ -1,0 +1,341 @@
+"""A submitted training job seen from outside: is it alive, how to cancel it, how to get it back.
+
+A run directory records the job that trains it (`prunex.lock`); this module answers questions about
+such a job from any process, including a launcher started after the one that submitted it:
+
+- `slurm`: the job id (an array element is `ARRAYID_INDEX`). Alive while `squeue` lists it in a
+  state that can still run (pending, running, completing, suspended, requeued); cancelled with
+  `scancel`; `rebuild` gives submitit's `SlurmJob(folder, job_id)` back, so a new launcher can
+  wait for it and read its results.
+- `local`: submitit's LocalExecutor, except that its controller starts in a session of its own
+  (`LocalGroupExecutor`): the controller's pid is the job id and the process group of the whole
+  job (controller and ranks). Alive while a process of that group is (zombies aside); cancelled by
+  signalling the group. The terminal's Ctrl-C reaches only the launcher, which decides what
+  happens (`prunex.interrupt`). A local job never outlives its launcher: the controller asks the
+  kernel for a signal when its parent (the launcher) dies and then kills its whole process group,
+  and every training rank asks for SIGKILL when its own parent (the controller) dies
+  (`die_with_parent`), so even `kill -9` of the launcher or of the controller ends the job.
+  submitit's SIGTERM bypass is for Slurm preemption; local ranks take SIGTERM's default action.
+- `debug`: the job runs inside its launcher; it is alive while that process is.
+
+Liveness of a local or debug job can be judged only on its own host; elsewhere it is unknown.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import submitit
+from submitit.local.local import LocalExecutor, LocalJob
+
+ALIVE, GONE, UNKNOWN = "alive", "gone", "unknown"
+# squeue states in which a job may still run or write (slurm squeue(1), JOB STATE CODES)
+SLURM_LIVE_STATES = {
+    "PENDING",
+    "CONFIGURING",
+    "RUNNING",
+    "COMPLETING",
+    "SUSPENDED",
+    "REQUEUED",
+    "REQUEUE_FED",
+    "REQUEUE_HOLD",
+    "RESIZING",
+    "SIGNALING",
+    "STAGE_OUT",
+    "STOPPED",
+    "RESV_DEL_HOLD",
+    "SPECIAL_EXIT",
+    "POWER_UP_NODE",
+    "PREEMPTED",  # requeued next, where the job asks for it (Checkpointable); else purged after MinJobAge
+}
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+class SlurmUnavailable(RuntimeError):
+    """Slurm did not answer (squeue failed): nothing can be said about a Slurm job."""
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """What a run directory records about the job training it (`<run>/job.json`)."""
+
+    executor: str  # debug, local or slurm
+    job_id: str  # Slurm job id, the local job's process group, or the launcher's pid (debug)
+    folder: str  # submitit's folder of the job (its logs and result files)
+    tasks: int
+    host: str  # where it was submitted (a local or debug job runs there)
+    launcher_pid: int
+    submitted: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> JobRecord:
+        return cls(
+            executor=str(d["executor"]),
+            job_id=str(d["job_id"]),
+            folder=str(d["folder"]),
+            tasks=int(d["tasks"]),
+            host=str(d["host"]),
+            launcher_pid=int(d["launcher_pid"]),
+            submitted=str(d["submitted"]),
+        )
+
+    def describe(self) -> str:
+        where = "" if self.executor == "slurm" else f" on {self.host}"
+        return f"{self.executor} job {self.job_id}{where} (submitted {self.submitted} by pid {self.launcher_pid})"
+
+
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+def record_of(job: submitit.Job, executor: str, tasks: int) -> JobRecord:
+    """The record of a job this process just submitted (a debug job is this process)."""
+    job_id = str(os.getpid()) if executor == "debug" else str(job.job_id)
+    return JobRecord(executor, job_id, str(job.paths.folder), tasks, socket.gethostname(), os.getpid(), now())
+
+
+# -- processes -------------------------------------------------------------------------------------
+def pid_alive(pid: int) -> bool:
+    """A live, non-zombie process of this host."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True  # no /proc: kill(0) is all there is
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of process group `pgid` on this host. Zombies are skipped: a
+    container's pid 1 may never reap the controller of a job whose launcher died."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        try:
+            os.killpg(pgid, 0)
+            return [pgid]
+        except ProcessLookupError:
+            return []
+        except PermissionError:
+            return [pgid]
+    members = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:  # state, ppid, pgrp
+            members.append(int(entry.name))
+    return members
+
+
+def _set_pdeathsig(sig: int) -> bool:
+    """Ask the kernel to send `sig` to this process when its parent dies (Linux only)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def die_with_parent(expected_parent: int | None = None, sig: int = signal.SIGKILL) -> None:
+    """Have `sig` sent to this process as soon as its parent dies: prctl(PR_SET_PDEATHSIG) on Linux,
+    else a thread polling the parent pid every 0.5 s. If the parent is already gone (it died before
+    the request was made), send it now."""
+    parent = expected_parent if expected_parent is not None else os.getppid()
+    if not _set_pdeathsig(sig):
+
+        def watch() -> None:
+            while os.getppid() == parent:
+                time.sleep(0.5)
+            os.kill(os.getpid(), sig)
+
+        threading.Thread(target=watch, name="die-with-parent", daemon=True).start()
+    if os.getppid() != parent:
+        os.kill(os.getpid(), sig)
+
+
+# -- the local executor ----------------------------------------------------------------------------
+class LocalGroupExecutor(LocalExecutor):
+    """submitit's LocalExecutor whose controller runs `python -m prunex.jobs controller FOLDER`: a
+    new session (process group = job id), dying with its launcher, then submitit's own Controller."""
+
+    def _submit_command(self, command: str) -> LocalJob:
+        if self.parameters.get("setup"):
+            raise ValueError("LocalGroupExecutor does not run `setup` commands; export the environment instead")
+        ntasks = self.parameters.get("tasks_per_node", 1)
+        n_gpus = self.parameters.get("gpus_per_node", 0)
+        visible = self.parameters.get("visible_gpus", ())
+        gpus = range(n_gpus) if visible == () else visible[:n_gpus]
+        # the environment submitit's start_controller (submitit 1.5.4, local/local.py) gives the controller
+        env = dict(os.environ)
+        env.update(
+            SUBMITIT_LOCAL_NTASKS=str(ntasks),
+            SUBMITIT_LOCAL_COMMAND=command,
+            SUBMITIT_LOCAL_TIMEOUT_S=str(int(60 * self.parameters.get("timeout_min", 2.0))),
+            SUBMITIT_LOCAL_SIGNAL_DELAY_S=str(int(self.parameters.get("signal_delay_s", 30))),
+            SUBMITIT_LOCAL_NODEID="0",
+            SUBMITIT_LOCAL_JOB_NUM_NODES="1",
+            SUBMITIT_STDERR_TO_STDOUT="1" if self.parameters.get("stderr_to_stdout", False) else "",
+            SUBMITIT_EXECUTOR="local",
+            CUDA_VISIBLE_DEVICES=",".join(str(k) for k in gpus),
+            SUBMITIT_LOCAL_WITH_SHELL="",
+            PRUNEX_LAUNCHER_PID=str(os.getpid()),
+        )
+        cmd = [sys.executable, "-m", "prunex.jobs", "controller", str(self.folder)]
+        process = subprocess.Popen(cmd, env=env, start_new_session=True)
+        return LocalJob(folder=self.folder, job_id=str(process.pid), process=process, tasks=list(range(ntasks)))
+
+
+def _kill_own_group(signum: int, frame: object) -> None:
+    os.killpg(os.getpgrp(), signal.SIGKILL)
+
+
+def _controller_main(folder: str) -> None:
+    """The local job's controller: when the launcher dies (SIGHUP, asked of the kernel; submitit's
+    Controller uses SIGTERM and USR2), the whole process group, every task whatever it runs, is
+    killed; then submitit's Controller runs the tasks."""
+    from submitit.local.local import Controller
+
+    signal.signal(signal.SIGHUP, _kill_own_group)
+    die_with_parent(int(os.environ["PRUNEX_LAUNCHER_PID"]), signal.SIGHUP)
+    Controller(Path(folder)).run()
+
+
+@contextlib.contextmanager
+def outside_job_env() -> Iterator[None]:
+    """Submit as if from outside any job: a driver running as a Slurm job (`--submit-driver`) must
+    not pass its own SLURM_*/SUBMITIT_* variables on to the jobs it submits (submitit's
+    `helpers.clean_env`, keeping SLURM_CONF, which names the cluster)."""
+    prefixes = ("SLURM_", "SLURMD_", "SRUN_", "SBATCH_", "SUBMITIT_")
+    hidden = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith(prefixes) and k != "SLURM_CONF"}
+    try:
+        yield
+    finally:
+        os.environ.update(hidden)
+
+
+# -- questions about a recorded job ----------------------------------------------------------------
+def slurm_states(job_ids: Iterable[str], attempts: int = 3, retry_s: float = 2.0) -> dict[str, str]:
+    """squeue's state of each job id it still lists (array elements one by one). A failing squeue
+    is asked again (`attempts` times, `retry_s` apart: a busy controller, an expired credential);
+    then SlurmUnavailable. Unknown ids (long finished) are simply absent."""
+    ids = sorted(set(job_ids))
+    if not ids:
+        return {}
+    cmd = ["squeue", "-h", "-r", "-j", ",".join(ids), "-o", "%i|%T"]
+    for attempt in range(attempts):
+        try:
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            error = f"squeue failed: {e}"
+        else:
+            if res.returncode == 0:
+                break
+            if "Invalid job id" in res.stderr:  # every id is unknown (long finished)
+                return {} if len(ids) == 1 else _slurm_states_one_by_one(ids)
+            error = f"squeue failed: {(res.stderr.strip().splitlines() or [f'exit code {res.returncode}'])[-1]}"
+        if attempt + 1 == attempts:
+            raise SlurmUnavailable(error)
+        time.sleep(retry_s)
+    out = {}
+    for line in res.stdout.splitlines():
+        job, _, state = line.strip().partition("|")
+        if job:
+            out[job] = state.strip()
+    return out
+
+
+def _slurm_states_one_by_one(ids: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for i in ids:
+        out |= slurm_states([i])
+    return out
+
+
+def state(record: JobRecord, slurm: dict[str, str] | None = None) -> str:
+    """ALIVE, GONE or UNKNOWN (a local or debug job of another host). `slurm`: states from one
+    `slurm_states` call for many records."""
+    if record.executor == "slurm":
+        states = slurm if slurm is not None else slurm_states([record.job_id])
+        return ALIVE if states.get(record.job_id) in SLURM_LIVE_STATES else GONE
+    if record.host != socket.gethostname():
+        return UNKNOWN
+    if record.executor == "local":
+        return ALIVE if group_members(int(record.job_id)) else GONE
+    return ALIVE if pid_alive(int(record.job_id)) else GONE
+
+
+def cancel(record: JobRecord) -> None:
+    """Ask the job to end: SIGTERM to a local job's process group, scancel of a Slurm job."""
+    if record.executor == "slurm":
+        subprocess.run(["scancel", record.job_id], capture_output=True, text=True, timeout=60, check=False)
+    elif record.executor == "local":
+        try:
+            os.killpg(int(record.job_id), signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+
+def kill(record: JobRecord) -> None:
+    """End a local job now (SIGKILL to its process group)."""
+    if record.executor == "local":
+        try:
+            os.killpg(int(record.job_id), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def wait_gone(record: JobRecord, timeout_s: float, poll_s: float = 0.25, job: submitit.Job | None = None) -> bool:
+    """Wait until the job is gone; False on timeout. `job`: the launcher's own handle of a local
+    job, polled so that its controller is reaped (not left a zombie)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if job is not None and isinstance(job, LocalJob):
+            job.done()
+        if state(record) != ALIVE:
+            return True
+        time.sleep(poll_s)
+    return False
+
+
+def rebuild(record: JobRecord) -> submitit.Job:
+    """submitit's handle on a recorded Slurm job (another launcher submitted it)."""
+    if record.executor != "slurm":
+        raise ValueError(f"only a Slurm job can be reattached, not a {record.executor} job")
+    return submitit.SlurmJob(folder=record.folder, job_id=record.job_id, tasks=tuple(range(record.tasks)))
+
+
+def describe_cancel_command(record: JobRecord) -> str:
+    if record.executor == "slurm":
+        return f"scancel {record.job_id}"
+    return f"kill -TERM -- -{record.job_id}"
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "controller":
+        _controller_main(sys.argv[2])
+    else:
+        sys.exit(f"usage: python -m prunex.jobs controller FOLDER (started by LocalGroupExecutor); got {sys.argv[1:]}")

@@ -1,0 +1,194 @@
+"""Bad input, as a new user types it (issue 19): each is one line on stderr and exit code 2 before
+anything is launched or written, naming the file or path and the command that fixes it; a corrupt
+digits cache is made again on its own. The commands' own `main` functions are called in this
+process (a subprocess would spend seconds importing torch for each refusal), except where the
+refusal needs a process of its own (a private read-only mount)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from fixtures.logs import write_run
+
+from analysis import all as analysis_all
+from prunex import train
+from prunex.run import main as run_main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(args: list[str], timeout: float = 180, **kw) -> tuple[subprocess.CompletedProcess, float]:
+    t0 = time.monotonic()
+    proc = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=timeout, **kw)
+    return proc, time.monotonic() - t0
+
+
+def _one_line(proc: subprocess.CompletedProcess) -> str:
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+def _main(fn: Callable[[list[str]], int], argv: list[str], capsys) -> tuple[int, str, float]:
+    """A command's main in this process: exit code, its one stderr line, seconds."""
+    capsys.readouterr()
+    t0 = time.monotonic()
+    rc = fn(argv)
+    elapsed = time.monotonic() - t0
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(lines) == 1, lines
+    return rc, lines[0], elapsed
+
+
+DDP = ["--method", "ddp", "--epochs", "1"]
+
+
+def test_read_only_results_directory(data_root: Path, tmp_path: Path, fault_report) -> None:
+    """A results directory that exists but cannot be written (a read-only mount: root ignores mode bits)."""
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    mounted = shutil.which("unshare") and os.geteuid() == 0
+    if not mounted:
+        ro.chmod(0o555)
+        if os.access(ro, os.W_OK):
+            pytest.skip("cannot make a read-only directory here (root without unshare)")
+    # the driver's results lock (prunex/lock.py) raised an OSError here; prunex.run's own path (preflight's
+    # mkdir) is tests/test_config.py's unwritable-results test
+    for what, cmd in (
+        (
+            "experiments.latency",
+            [sys.executable, "-m", "experiments.latency", "--profile", "smoke", "--results", str(ro)],
+        ),
+    ):
+        if mounted:  # a private mount namespace: a read-only tmpfs over the directory, for this command only
+            script = f"mount -t tmpfs -o ro tmpfs {ro} && exec {subprocess.list2cmdline(map(str, cmd))}"
+            cmd = ["unshare", "-m", "sh", "-c", script]
+        proc, elapsed = _run(list(map(str, cmd)))
+        line = _one_line(proc)
+        assert proc.returncode == 2 and "is not writable" in line and str(ro) in line and "chmod u+w" in line, line
+        fault_report(f"read-only results directory ({what})", elapsed, line, "nothing")
+
+
+def test_truncated_digits_cache_is_made_again(tmp_path: Path, capsys, fault_report) -> None:
+    from prunex.data import DIGITS_DIR, load_dataset, make_digits
+
+    root = tmp_path / "data"
+    make_digits(root)
+    batch = root / DIGITS_DIR / "data_batch_1"
+    good = batch.read_bytes()
+    batch.write_bytes(good[: len(good) // 3])  # a torn copy
+    with pytest.raises(pickle.UnpicklingError):
+        pickle.loads(batch.read_bytes())
+    capsys.readouterr()
+    t0 = time.monotonic()
+    assert len(load_dataset("digits", root, train=True)) == 1438  # what preflight and every rank call
+    note = capsys.readouterr().err.strip()
+    assert str(root / DIGITS_DIR) in note and "made it again" in note and len(note.splitlines()) == 1
+    assert batch.read_bytes() == good
+    fault_report("truncated digits batch file", time.monotonic() - t0, note, "the digits cache, made again")
+
+
+def test_garbage_cifar10_batch(tmp_path: Path, capsys, fault_report) -> None:
+    folder = tmp_path / "data" / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    for name in ("batches.meta", "test_batch", *(f"data_batch_{i}" for i in range(1, 6))):
+        (folder / name).write_bytes(os.urandom(64))
+    results = tmp_path / "r"
+    argv = [*DDP, "--dataset", "cifar10", "--data-root", str(tmp_path / "data"), "--results", str(results)]
+    rc, line, elapsed = _main(run_main, argv, capsys)
+    assert rc == 2 and str(folder) in line and "data_batch_1" in line, line
+    assert f"python -m prunex.data download --root {tmp_path / 'data'}" in line and not results.exists()
+    fault_report("CIFAR-10 batch files of garbage", elapsed, line, "nothing")
+
+
+def test_zero_iterations_refused_before_launch(data_root: Path, tmp_path: Path, capsys, fault_report) -> None:
+    results = tmp_path / "r"
+    argv = [*DDP, "--train-subset", "3", "--nodes", "2", "--procs-per-node", "2", "--results", str(results)]
+    rc, line, elapsed = _main(run_main, argv, capsys)
+    assert rc == 2 and "would train 0 iterations" in line and "--train-subset 3" in line, line
+    assert not results.exists()  # nothing launched, nothing written (no DONE of nothing)
+    fault_report("--train-subset 3 on 2x2 (an empty shard per rank)", elapsed, line, "nothing")
+
+
+def test_missing_dataset_creates_nothing(tmp_path: Path, capsys, fault_report) -> None:
+    results = tmp_path / "r"
+    argv = [*DDP, "--dataset", "cifar10", "--data-root", str(tmp_path / "none"), "--results", str(results)]
+    rc, line, elapsed = _main(run_main, argv, capsys)
+    assert rc == 2 and "python -m prunex.data download --root" in line
+    assert not results.exists()  # not even an empty adhoc/<name>/
+    fault_report("missing CIFAR-10", elapsed, line, "nothing (no empty run directory)")
+
+
+def test_config_json_of_the_wrong_type(tmp_path: Path, capsys, fault_report) -> None:
+    results, out = tmp_path / "results", tmp_path / "figures"
+    run = write_run(results, "volume", "ddp", iterations=2)
+    write_run(results, "volume", "hsadmm", iterations=2)
+    config = json.loads((run / "config.json").read_text())
+    config["nodes"] = "two"
+    (run / "config.json").write_text(json.dumps(config))
+    rc, line, elapsed = _main(analysis_all.main, ["--results", str(results), "--out", str(out)], capsys)
+    assert rc == 2 and str(run / "config.json") in line and "'nodes' must be an integer" in line, line
+    assert f"remove {run}" in line and not out.exists()  # refused before anything was written
+    fault_report("config.json with a wrong type (analysis.all)", elapsed, line, "nothing written")
+    # the same file handed to the torchrun entry point
+    rc, line, elapsed = _main(train.main, [str(run / "config.json"), str(tmp_path / "x")], capsys)
+    assert rc == 2 and str(run / "config.json") in line and "field nodes must be int" in line, line
+    fault_report("config.json with a wrong type (torchrun -m prunex.train)", elapsed, line, "nothing")
+
+
+def test_missing_or_empty_results_for_the_figures(tmp_path: Path, capsys, fault_report) -> None:
+    out = tmp_path / "figures"
+    for what, results in (("a missing", tmp_path / "typo"), ("an empty", tmp_path)):
+        rc, line, elapsed = _main(analysis_all.main, ["--results", str(results), "--out", str(out)], capsys)
+        assert rc == 2 and str(results) in line and "saved-logs/local" in line, line
+        assert not out.exists()
+        fault_report(f"analysis.all on {what} results directory", elapsed, line, "nothing written")
+
+
+def test_done_run_without_steps_is_reported_incomplete(tmp_path: Path, capsys, fault_report) -> None:
+    from analysis import report
+
+    results, out = tmp_path / "results", tmp_path / "figures"
+    write_run(results, "volume", "hsadmm", iterations=3)
+    ddp = write_run(results, "volume", "ddp", iterations=3)
+    (ddp / "steps.parquet").unlink()  # DONE, but no iteration logged
+    t0 = time.monotonic()
+    assert analysis_all.main(["--results", str(results), "--out", str(out)]) == 1
+    elapsed = time.monotonic() - t0
+    assert f"incomplete run {ddp}: DONE but no logged iteration" in capsys.readouterr().err
+    claims = pd.read_csv(out / "claims.csv").set_index("claim_id")
+    volume = claims[claims.index.str.startswith("volume")]
+    assert len(volume) and set(volume["verdict"]) == {report.INCOMPLETE}
+    assert all(str(ddp) in d for d in volume["detail"])
+    md = (out / "REPORT.md").read_text()
+    assert "## Incomplete runs" in md and f"`{ddp}` (volume): DONE but no logged iteration" in md
+    fault_report(
+        "a DONE run without steps.parquet",
+        elapsed,
+        f"incomplete run {ddp.name}: DONE but no logged iteration (steps.parquet missing or empty)",
+        f"figures drawn without it; REPORT.md lists it; {len(volume)} volume verdicts: incomplete logs; exit 1",
+    )
+
+
+def test_a_mistyped_option_is_one_line(tmp_path: Path, capsys, fault_report) -> None:
+    from experiments import all as all_experiments
+
+    t0 = time.monotonic()
+    with pytest.raises(SystemExit) as exit_:
+        all_experiments.main(["--profile", "nosuch", "--results", str(tmp_path / "r")])
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert exit_.value.code == 2 and len(err) == 1 and "invalid choice: 'nosuch'" in err[0]
+    assert err[0].endswith("(see python -m experiments.all --help)") and not (tmp_path / "r").exists()
+    fault_report(
+        "--profile nosuch (experiments.all, as ./run_all.sh calls it first)", time.monotonic() - t0, err[0], "nothing"
+    )
