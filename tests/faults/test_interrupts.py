@@ -53,6 +53,8 @@ def _command(results: Path, data_root: Path) -> list[str]:
         "64",
         "--bn-batches",
         "1",
+        "--checkpoint-every-min",
+        "0",  # a checkpoint at every evaluation point, so an interrupt has one to resume from
         "--data-root",
         str(data_root),
         "--results",

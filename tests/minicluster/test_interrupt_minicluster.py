@@ -77,6 +77,12 @@ def test_ctrl_c_detaches_or_cancels_and_a_rerun_reattaches(minicluster, data_roo
     run_dir = results / "adhoc" / "held"
     cmd = [sys.executable, "-m", "prunex.run", "--method", "hsadmm", "--executor", "slurm", "--nodes", "2"]
     cmd += ["--iterations", "3", "--local-epochs", "1", "--train-subset", "64", "--bn-batches", "1", "--time-min", "10"]
+    cmd += [
+        "--device",
+        "cpu",
+        "--checkpoint-every-min",
+        "0",
+    ]  # the mini cluster has no GPUs; resume from every iteration
     cmd += ["--data-root", str(data_root), "--results", str(results), "--name", "held"]
     hold_env = {"PRUNEX_FAULT_HOLD_AT": "1", "PRUNEX_FAULT_HOLD_FILE": str(hold)}
     first = _launch([*cmd, "--detach"], tmp_path / "first.out", **hold_env)
