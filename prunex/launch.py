@@ -353,13 +353,16 @@ def _submit_and_record(
     executor: submitit.Executor, items: list[tuple[RunConfig, Path, RunClaim]], echo: bool
 ) -> list[Submitted]:
     first = items[0][0]
-    names = ", ".join(c.name for c, _, _ in items[:3]) + (" ..." if len(items) > 3 else "")
+    experiments = sorted({c.experiment for c, _, _ in items})
+    if len(items) == 1:
+        names = f"run {first.name}"
+    else:
+        names = f"the {len(items)} runs of {', '.join(experiments)}"
     try:
         with jobs.outside_job_env(), submission(names):
             if len(items) == 1:
                 submitted = [executor.submit(TrainJob(first, str(items[0][1])))]
             else:
-                experiments = sorted({c.experiment for c, _, _ in items})
                 executor.update_parameters(name=f"prunex-{experiments[0] if len(experiments) == 1 else 'suite'}")
                 with executor.batch():
                     submitted = [executor.submit(TrainJob(c, str(d))) for c, d, _ in items]

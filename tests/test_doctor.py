@@ -1,5 +1,6 @@
 """The preflight check (`python -m prunex.doctor`) and run_all.sh's refusals of an unusable Python."""
 
+import importlib
 import os
 import shutil
 import stat
@@ -8,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from experiments.all import EXPERIMENTS
+from experiments.common import profile
 from prunex import doctor
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,7 +63,9 @@ def test_a_clean_bill_of_health_exits_0(fake_slurm, data_root, capsys) -> None:
     assert rc == 0 and lines[-1] == "nothing to fix", lines
     assert _row(lines, "account").split()[:2] == ["ok", "account"]
     runs = _row(lines, "runs")
-    assert runs.split()[0] == "ok" and "22 runs of profile local" in runs and "process-hours (CPU) estimated on" in runs
+    asked = sum(len(importlib.import_module(f"experiments.{m}").runs(profile("local", "slurm"))) for m in EXPERIMENTS)
+    assert runs.split()[0] == "ok" and f"{asked} runs of profile local" in runs
+    assert "process-hours (CPU) estimated on" in runs
 
 
 def test_unknown_partition_and_foreign_account_fail(fake_slurm, data_root, capsys) -> None:

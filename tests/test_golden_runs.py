@@ -8,8 +8,8 @@ iteration, a hash of `comm.parquet` without `seconds`, `residuals.parquet`, `mas
 
 A change to the numbers is either a bug or deliberate. Deliberate ones regenerate the file with
 ``PRUNEX_UPDATE_GOLDEN=1 pytest tests/test_golden_runs.py`` and say in the commit message which
-change moved which fingerprints. The pins hold on the CPU and torch version they were made with
-(bitwise float results of convolutions depend on the CPU's kernels).
+change moved which fingerprints. The pins hold on the torch version they were made with, the CPU kernels
+fixed to AVX2 by tests/conftest.py (bitwise float results of convolutions depend on the kernels).
 """
 
 from __future__ import annotations
