@@ -54,6 +54,7 @@ from prunex.launch import (
 )
 from prunex.lock import LockHeld, results_lock
 from prunex.log import DONE
+from prunex.options import add_config_options
 from prunex.slurm import SlurmOptions, add_cluster_options, check_submission, estimate_for, slurm_options_from_args
 
 RunsFn = Callable[[Profile], list[RunConfig]]
@@ -68,15 +69,8 @@ def parser(name: str, doc: str | None) -> argparse.ArgumentParser:
     p.add_argument(
         "--dry-run", action="store_true", help="print the runs, their Slurm parameters and estimated GPU-hours"
     )
-    p.add_argument(
-        "--checkpoint-every-min",
-        type=float,
-        help="minutes between checkpoints (default 20; 0: at every evaluation point); not part of a run's identity",
-    )
-    p.add_argument(
-        "--detach", action="store_true", help="on Ctrl-C/SIGTERM leave Slurm jobs running (default: cancel them)"
-    )
-    add_cluster_options(p)  # --device, --site, --account, ... (prunex.slurm)
+    add_config_options(p, only=("checkpoint_every_min",))  # applied to every run; not part of a run's identity
+    add_cluster_options(p)  # --device, --site, --account, ..., --detach (prunex.slurm)
     return p
 
 
