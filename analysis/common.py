@@ -28,7 +28,7 @@ import math
 import os
 import sys
 import textwrap
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -371,6 +371,17 @@ def load_experiment(results: Path, name: str) -> Experiment:
     if not runs:
         notes.insert(0, f"no logs for {name} under {results}")
     return Experiment(name, results, runs, notes, incomplete)
+
+
+def runs_with(exp: Experiment, table: str, notes: list[str], what: str = "") -> Iterator[tuple[Run, pd.DataFrame]]:
+    """Each run of `exp` with its `table`, the one loop the figures share: a run without rows in it yet is
+    left out, with the note "<run> has no <what, default the table's name> yet: left out"."""
+    for run in exp.runs:
+        df = run.table(table)
+        if df is None or df.empty:
+            notes.append(f"{run.run_id} has no {what or table} yet: left out")
+            continue
+        yield run, df
 
 
 def check_results(results: Path, experiments: Iterable[str]) -> int:

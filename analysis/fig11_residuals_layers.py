@@ -12,7 +12,6 @@ with the largest peak total residual.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -20,8 +19,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis import style
-from analysis.common import Experiment, FigureResult, FigureSpec, cli, render
-from analysis.fig10_residuals_ranks import is_weight_layer, pick_fc, pick_run
+from analysis.common import Experiment, FigureSpec, cli
+from analysis.residuals import is_weight_layer, pick_fc, pick_run
 
 TOP = 5
 
@@ -101,10 +100,6 @@ SPEC = FigureSpec(
     "fc in blue as in the paper.",
     methods=("hsadmm",),
 )
-
-
-def make(results: str | Path, out: str | Path) -> FigureResult:
-    return render(SPEC, Path(results), Path(out))
 
 
 if __name__ == "__main__":

@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import math
 import sys
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis import style
-from analysis.common import Experiment, FigureResult, FigureSpec, Run, cli, final_accuracy, render
+from analysis.common import Experiment, FigureSpec, Run, cli, final_accuracy
 
 HYPER_SPARSE_PCT = 70.0  # Fig. 12 caption: "the swift drop-off only occurs in the hyper-sparse regime (> 70%)"
 METHODS = ("hsadmm", "prune_finetune", "ddp")
@@ -201,10 +200,6 @@ SPEC = FigureSpec(
     "H-SADMM point's FLOPs, fine-tuned for H-SADMM's retraining budget; hollow markers: partial runs.",
     methods=("hsadmm", "prune_finetune"),
 )
-
-
-def make(results: str | Path, out: str | Path) -> FigureResult:
-    return render(SPEC, Path(results), Path(out))
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from analysis.common import Experiment, FigureResult, FigureSpec, LogError, Run, cli, final_accuracy, render
+from analysis.common import Experiment, FigureSpec, LogError, Run, cli, final_accuracy
 
 N_LAYERS = 4
 SCHEMATIC_NOTE = "no final_masks.parquet: schematic from the kept counts in masks.parquet (positions unknown)"
@@ -250,10 +250,6 @@ SPEC = FigureSpec(
     "zero (a pruned filter after BatchNorm and ReLU).",
     methods=("hsadmm",),
 )
-
-
-def make(results: str | Path, out: str | Path) -> FigureResult:
-    return render(SPEC, Path(results), Path(out))
 
 
 if __name__ == "__main__":

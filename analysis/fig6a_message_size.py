@@ -10,14 +10,13 @@ gradient AllReduce per optimizer step on rank 0 (median over steps) for the same
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis import style
-from analysis.common import Experiment, FigureResult, FigureSpec, cli, facet_axes, fmt, render
+from analysis.common import Experiment, FigureSpec, cli, facet_axes, fmt
 
 COMPRESSED, DENSE = "compressed (H-SADMM inter-node AllReduce)", "dense (DDP AllReduce per step, median)"
 
@@ -94,7 +93,7 @@ def draw(df: pd.DataFrame, exp: Experiment) -> Figure:
                 lw=1.6,
                 label=f"{style.method_label(method)}: {series.split(' (')[0]}",
             )
-        ratio = _final_ratio(sub)
+        ratio = final_ratio(sub)
         if ratio == ratio:
             ax.text(
                 0.98,
@@ -116,7 +115,7 @@ def draw(df: pd.DataFrame, exp: Experiment) -> Figure:
     return fig
 
 
-def _final_ratio(sub: pd.DataFrame) -> float:
+def final_ratio(sub: pd.DataFrame) -> float:
     comp = sub[sub["series"] == COMPRESSED].sort_values("iteration")
     dense = sub[sub["series"] == DENSE]
     if comp.empty or dense.empty:
@@ -131,7 +130,7 @@ def summary(df: pd.DataFrame) -> str:
         dense = sub[sub["series"] == DENSE]
         d = f"{dense['message_mb'].iloc[0]:.3g} MB dense" if len(dense) else "no dense reference"
         first, last = comp["message_mb"].iloc[0], comp["message_mb"].iloc[-1]
-        r = _final_ratio(sub)
+        r = final_ratio(sub)
         parts.append(
             f"{style.model_label(str(model))}: {first:.3g} -> {last:.3g} MB per iteration ({d}"
             + (f", {fmt(r)}%)" if np.isfinite(r) else ")")
@@ -151,10 +150,6 @@ SPEC = FigureSpec(
     "H-SADMM. Dense line: DDP's gradient AllReduce per optimizer step (median), drawn over the H-SADMM iterations.",
     methods=("hsadmm", "ddp"),
 )
-
-
-def make(results: str | Path, out: str | Path) -> FigureResult:
-    return render(SPEC, Path(results), Path(out))
 
 
 if __name__ == "__main__":

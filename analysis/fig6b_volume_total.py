@@ -11,7 +11,6 @@ kernel-counted bytes sent by the nodes' interfaces (sum of tx_bytes) are drawn a
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -19,18 +18,14 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis import style
-from analysis.common import Experiment, FigureResult, FigureSpec, cli, render
+from analysis.common import Experiment, FigureSpec, cli, runs_with
 
 ESTIMATE, WIRE = "estimate", "wire (tx counters)"
 
 
 def compute(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
     per_run, notes = [], []
-    for run in exp.runs:
-        steps = run.table("steps")
-        if steps is None or steps.empty:
-            notes.append(f"{run.run_id} has no steps yet: left out")
-            continue
+    for run, steps in runs_with(exp, "steps", notes):
         per_run.append(
             {
                 "model": run.model,
@@ -181,10 +176,6 @@ SPEC = FigureSpec(
     "(1 GB = 1e9 bytes); percentages: reduction vs DDP for the same model.",
     methods=("hsadmm", "ddp"),
 )
-
-
-def make(results: str | Path, out: str | Path) -> FigureResult:
-    return render(SPEC, Path(results), Path(out))
 
 
 if __name__ == "__main__":

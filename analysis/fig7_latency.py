@@ -13,23 +13,18 @@ kept in the csv as wait_s.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis import style
-from analysis.common import Experiment, FigureResult, FigureSpec, cli, render
+from analysis.common import Experiment, FigureSpec, cli, runs_with
 
 
 def compute(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
     frames, notes = [], []
-    for run in exp.runs:
-        steps = run.table("steps")
-        if steps is None or steps.empty:
-            notes.append(f"{run.run_id} has no steps yet: left out")
-            continue
+    for run, steps in runs_with(exp, "steps", notes):
         wait = pd.Series(0.0, index=steps["iteration"].to_numpy())
         comm = run.table("comm")
         if comm is not None and not comm.empty and (comm["op"] == "barrier").any():
@@ -115,10 +110,6 @@ SPEC = FigureSpec(
     "all levels), mean over ranks. Box: median, quartiles, 1.5 IQR whiskers, outliers. Dashed: partial runs.",
     methods=("hsadmm", "ddp", "flat_admm"),
 )
-
-
-def make(results: str | Path, out: str | Path) -> FigureResult:
-    return render(SPEC, Path(results), Path(out))
 
 
 if __name__ == "__main__":

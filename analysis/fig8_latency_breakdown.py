@@ -15,15 +15,13 @@ node time), as the paper averages over its 64 GPUs. The paper's shares are drawn
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis import style
-from analysis.claims import CLAIMS_BY_ID
-from analysis.common import Experiment, FigureResult, FigureSpec, cli, render
+from analysis.common import Experiment, FigureSpec, cli
 
 CATEGORIES = list(style.CATEGORY_COLORS)
 PAPER_THREE = CATEGORIES[:3]
@@ -41,8 +39,12 @@ def category(level: str, op: str) -> str:
 
 
 def paper_shares() -> dict[str, float]:
-    """Fig. 8's shares, from analysis.claims (encoded once)."""
-    return {c.arg: c.paper_value for c in CLAIMS_BY_ID.values() if c.measure == "breakdown_share"}  # type: ignore[misc]
+    """Fig. 8's shares, from analysis.claims (encoded once; imported here, not above: the claims hold the
+    measurements, which read this figure's data)."""
+    from analysis.claims import CLAIMS
+    from analysis.measurements import breakdown_share
+
+    return {c.arg: c.paper_value for c in CLAIMS if c.measure is breakdown_share}  # type: ignore[misc]
 
 
 def compute(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
@@ -152,10 +154,6 @@ SPEC = FigureSpec(
     "communication time. share_of_three_pct in the csv leaves 'other' out, as the paper's three categories do.",
     methods=("hsadmm",),
 )
-
-
-def make(results: str | Path, out: str | Path) -> FigureResult:
-    return render(SPEC, Path(results), Path(out))
 
 
 if __name__ == "__main__":

@@ -2,20 +2,19 @@
 
     python -m analysis.fig9b_scaling_efficiency --results results --out figures
 
-Same data as Fig. 9a (analysis.fig9a_scaling_speedup.scaling_table): efficiency = speedup / (N / N0),
+Same data as Fig. 9a (analysis.scaling.scaling_table): efficiency = speedup / (N / N0),
 measured points and, where RESULTS/perfmodel has a projection table, the model's curves.
 """
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pandas as pd
 from matplotlib.figure import Figure
 
-from analysis.common import Experiment, FigureResult, FigureSpec, cli, render
-from analysis.fig9a_scaling_speedup import (
+from analysis.common import Experiment, FigureSpec, cli
+from analysis.scaling import (
     MODEL_CAPTION,
     SCALING_COLUMNS,
     draw_scaling,
@@ -47,10 +46,6 @@ SPEC = FigureSpec(
     + MODEL_CAPTION,
     methods=("hsadmm", "ddp", "topk"),
 )
-
-
-def make(results: str | Path, out: str | Path) -> FigureResult:
-    return render(SPEC, Path(results), Path(out))
 
 
 if __name__ == "__main__":
