@@ -7,11 +7,13 @@ Reads `time_to_accuracy/*/steps.parquet` (every method present). Wall time is tr
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis import style
-from analysis.common import TARGET_ACC_PCT, Experiment, facet_axes, fmt, run_label, runs_with
+from analysis.common import TARGET_ACC_PCT, Experiment, FigureSpec, facet_axes, figure_spec, fmt, run_label, runs_with
 
 CURVE_COLUMNS = [
     "run_id",
@@ -115,3 +117,23 @@ def curves_with_target(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
 def curve_columns(x: str) -> list[str]:
     """The columns a figure of accuracy against `x` (wall_min or cum_inter_gb) plots and saves."""
     return [c for c in CURVE_COLUMNS if c not in ("wall_min", "cum_inter_gb") or c == x] + ["target_acc_pct"]
+
+
+def accuracy_figure(
+    module: dict[str, Any], x: str, xlabel: str, unit: str, caption: str, suptitle: str = ""
+) -> FigureSpec:
+    """The spec of a figure of accuracy against `x` (Fig. 5a: `wall_min`, Fig. 5b: `cum_inter_gb`), for the
+    figure module whose `globals()` are `module` (its name and title: `figure_spec`). `unit` is the
+    summary's unit of `x`; `suptitle` (default: the title) heads the figure."""
+
+    def draw(df: pd.DataFrame, exp: Experiment) -> Figure:
+        fig = draw_curves(df, exp, x, xlabel)
+        fig.suptitle(suptitle or spec.title)
+        return fig
+
+    def summary(df: pd.DataFrame) -> str:
+        return summary_line(df, x, unit)
+
+    parts = {**module, "compute": curves_with_target, "draw": draw, "summary": summary}
+    spec = figure_spec(parts, "time_to_accuracy", curve_columns(x), caption, ("hsadmm", "ddp", "topk", "pactrain"))
+    return spec

@@ -1,4 +1,6 @@
-"""Fig. 10: rank-wise primal residuals of the fc layer and one convolution, intra- and inter-node.
+"""Fig. 10: rank-wise residual convergence.
+
+Rank-wise primal residuals of the fc layer and one convolution, intra- and inter-node.
 
     python -m analysis.fig10_residuals_ranks --results results --out figures
 
@@ -18,16 +20,20 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from analysis.common import Experiment, FigureSpec, cli
-from analysis.residuals import decay_decades, pick_conv, pick_fc, pick_run
+from analysis.common import Experiment, cli, figure_spec
+from analysis.residuals import decay_decades, pick_conv, pick_fc, residuals_of
+
+COLUMNS = ["run_id", "layer", "level", "rank", "node", "iteration", "primal"]
+CAPTION = (
+    "Primal residuals after each consensus (log scale). Intra: every rank; inter: node leaders "
+    "(the only ranks holding z_i - z)."
+)
 
 
 def compute(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
-    run, notes = pick_run(exp)
+    run, res, notes = residuals_of(exp)
     if run is None:
         return pd.DataFrame(columns=SPEC.columns), notes
-    res = run.table("residuals")
-    assert res is not None
     layers = list(dict.fromkeys(res["layer"]))
     chosen = [name for name in (pick_fc(layers), pick_conv(layers)) if name is not None]
     if len(chosen) < 2:
@@ -88,18 +94,7 @@ def summary(df: pd.DataFrame) -> str:
     return "; ".join(parts)
 
 
-SPEC = FigureSpec(
-    name="fig10_residuals_ranks",
-    experiment="residuals",
-    title="Fig. 10: rank-wise residual convergence",
-    columns=["run_id", "layer", "level", "rank", "node", "iteration", "primal"],
-    compute=compute,
-    draw=draw,
-    summary=summary,
-    caption_extra="Primal residuals after each consensus (log scale). Intra: every rank; inter: node leaders "
-    "(the only ranks holding z_i - z).",
-    methods=("hsadmm",),
-)
+SPEC = figure_spec(globals(), "residuals", COLUMNS, CAPTION, ("hsadmm",))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,6 @@
-"""Fig. 5a: test accuracy vs training wall time, with the paper's 70% target.
+"""Fig. 5a: time to accuracy.
+
+Test accuracy vs training wall time, with the paper's 70% target.
 
     python -m analysis.fig5a_time_to_accuracy --results results --out figures
 
@@ -10,31 +12,14 @@ from __future__ import annotations
 
 import sys
 
-import pandas as pd
-from matplotlib.figure import Figure
+from analysis.accuracy import accuracy_figure
+from analysis.common import cli
 
-from analysis.accuracy import curve_columns, curves_with_target, draw_curves, summary_line
-from analysis.common import Experiment, FigureSpec, cli
-
-
-def _draw(df: pd.DataFrame, exp: Experiment) -> Figure:
-    fig = draw_curves(df, exp, "wall_min", "training wall time (min, evaluation excluded)")
-    fig.suptitle("Fig. 5a: time to accuracy")
-    return fig
-
-
-SPEC = FigureSpec(
-    name="fig5a_time_to_accuracy",
-    experiment="time_to_accuracy",
-    title="Fig. 5a: time to accuracy",
-    columns=curve_columns("wall_min"),
-    compute=curves_with_target,
-    draw=_draw,
-    summary=lambda df: summary_line(df, "wall_min", "min"),
-    caption_extra="Accuracy: rank 0's test accuracy at each evaluation; dashed lines: partial runs. "
-    "Minutes are not comparable across hardware: compare the ordering of the methods.",
-    methods=("hsadmm", "ddp", "topk", "pactrain"),
+CAPTION = (
+    "Accuracy: rank 0's test accuracy at each evaluation; dashed lines: partial runs. "
+    "Minutes are not comparable across hardware: compare the ordering of the methods."
 )
+SPEC = accuracy_figure(globals(), "wall_min", "training wall time (min, evaluation excluded)", "min", CAPTION)
 
 
 if __name__ == "__main__":

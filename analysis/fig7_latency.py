@@ -1,4 +1,6 @@
-"""Fig. 7: per-iteration communication latency of PruneX, DDP and flat PruneX (AR).
+"""Fig. 7: per-iteration communication latency.
+
+Per-iteration communication latency of PruneX, DDP and flat PruneX (AR).
 
     python -m analysis.fig7_latency --results results --out figures
 
@@ -19,7 +21,13 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis import style
-from analysis.common import Experiment, FigureSpec, cli, runs_with
+from analysis.common import Experiment, cli, figure_spec, runs_with
+
+COLUMNS = ["run_id", "method", "model", "iteration", "comm_s", "wait_s"]
+CAPTION = (
+    "Communication time: seconds spent in collectives per iteration (intra- and inter-node paths, "
+    "all levels), mean over ranks. Box: median, quartiles, 1.5 IQR whiskers, outliers. Dashed: partial runs."
+)
 
 
 def compute(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
@@ -98,18 +106,7 @@ def summary(df: pd.DataFrame) -> str:
     return text
 
 
-SPEC = FigureSpec(
-    name="fig7_latency",
-    experiment="latency",
-    title="Fig. 7: per-iteration communication latency",
-    columns=["run_id", "method", "model", "iteration", "comm_s", "wait_s"],
-    compute=compute,
-    draw=draw,
-    summary=summary,
-    caption_extra="Communication time: seconds spent in collectives per iteration (intra- and inter-node paths, "
-    "all levels), mean over ranks. Box: median, quartiles, 1.5 IQR whiskers, outliers. Dashed: partial runs.",
-    methods=("hsadmm", "ddp", "flat_admm"),
-)
+SPEC = figure_spec(globals(), "latency", COLUMNS, CAPTION, ("hsadmm", "ddp", "flat_admm"))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,6 @@
-"""Fig. 8: breakdown of PruneX's communication time by collective, averaged over ranks.
+"""Fig. 8: breakdown of communication latency.
+
+Breakdown of PruneX's communication time by collective, averaged over ranks.
 
     python -m analysis.fig8_latency_breakdown --results results --out figures
 
@@ -21,7 +23,13 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis import style
-from analysis.common import Experiment, FigureSpec, cli
+from analysis.common import Experiment, cli, figure_spec
+
+COLUMNS = ["source", "run_id", "model", "category", "seconds_per_rank", "share_pct", "share_of_three_pct"]
+CAPTION = (
+    "Seconds per collective summed per rank, averaged over all ranks; bars: share of all "
+    "communication time. share_of_three_pct in the csv leaves 'other' out, as the paper's three categories do."
+)
 
 CATEGORIES = list(style.CATEGORY_COLORS)
 PAPER_THREE = CATEGORIES[:3]
@@ -142,18 +150,7 @@ def summary(df: pd.DataFrame) -> str:
     return " | ".join(parts)
 
 
-SPEC = FigureSpec(
-    name="fig8_latency_breakdown",
-    experiment="latency_breakdown",
-    title="Fig. 8: breakdown of communication latency",
-    columns=["source", "run_id", "model", "category", "seconds_per_rank", "share_pct", "share_of_three_pct"],
-    compute=compute,
-    draw=draw,
-    summary=summary,
-    caption_extra="Seconds per collective summed per rank, averaged over all ranks; bars: share of all "
-    "communication time. share_of_three_pct in the csv leaves 'other' out, as the paper's three categories do.",
-    methods=("hsadmm",),
-)
+SPEC = figure_spec(globals(), "latency_breakdown", COLUMNS, CAPTION, ("hsadmm",))
 
 
 if __name__ == "__main__":

@@ -77,6 +77,11 @@ def _num(x: object) -> str:
     return str(x)
 
 
+def _table_head(*columns: str) -> list[str]:
+    """A markdown table's header and rule."""
+    return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+
+
 def _cell(x: object) -> str:
     return _num(x).replace("|", "/").replace("\n", " ")
 
@@ -197,8 +202,9 @@ def projection_section(results: Path, out: Path) -> list[str]:
         "status by `python -m prunex.perfmodel project`), and the model is validated only on the mini cluster "
         "(README, Performance model). Also in `projections.csv`.",
         "",
-        "| claim | paper | projected | ratio | tolerance | verdict | cluster, model, dataset | table |",
-        "|---|---|---|---|---|---|---|---|",
+        *_table_head(
+            "claim", "paper", "projected", "ratio", "tolerance", "verdict", "cluster, model, dataset", "table"
+        ),
     ]
     for r in table.to_dict("records"):
         unit = f" {r['unit']}" if r["unit"] else ""
@@ -249,8 +255,7 @@ def write_report(results: Path, out: Path) -> tuple[pd.DataFrame, bool]:
         *incomplete_section(logs),
         "## Claims",
         "",
-        "| claim | paper | measured | ratio | tolerance | verdict | compared | how / why |",
-        "|---|---|---|---|---|---|---|---|",
+        *_table_head("claim", "paper", "measured", "ratio", "tolerance", "verdict", "compared", "how / why"),
     ]
     for r in table.to_dict("records"):
         unit = f" {r['unit']}" if r["unit"] else ""

@@ -34,6 +34,13 @@ def pick_run(exp: Experiment) -> tuple[Run | None, list[str]]:
     return run, notes
 
 
+def residuals_of(exp: Experiment) -> tuple[Run | None, pd.DataFrame, list[str]]:
+    """The chosen run (`pick_run`; None: none has residuals), its residuals table and notes."""
+    run, notes = pick_run(exp)
+    res = run.table("residuals") if run is not None else None
+    return run, res if res is not None else pd.DataFrame(), notes
+
+
 def pick_fc(layers: list[str]) -> str | None:
     for name in layers:
         head = name.split(".")[0]

@@ -16,12 +16,13 @@ table is read: analysis never runs the model itself.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis import style
-from analysis.common import Experiment, LogError, facet_axes, runs_with
+from analysis.common import Experiment, FigureSpec, LogError, facet_axes, figure_spec, runs_with
 
 SCALING_COLUMNS = [
     "model",
@@ -272,3 +273,30 @@ def model_summary(df: pd.DataFrame, col: str, unit_text: str) -> str:
         if parts:
             out += f"; {source}: " + ", ".join(parts)
     return out
+
+
+# what a scaling figure plots: its column -> (summary prefix, unit, y label with {base} and {unit}, ideal line)
+SCALING_AXES = {
+    "speedup": ("speedup", "x", "speedup over the smallest count ({base} {unit}) (x)", "speedup"),
+    "efficiency_pct": ("efficiency", "%", "parallel efficiency vs {base} {unit} (%)", "efficiency"),
+}
+
+
+def scaling_figure(module: dict[str, Any], y: str, caption: str, suptitle: str) -> FigureSpec:
+    """The spec of a strong-scaling figure of `y` (a key of `SCALING_AXES`; Fig. 9a: speedup, Fig. 9b:
+    efficiency), for the figure module whose `globals()` are `module` (`figure_spec`)."""
+    prefix, unit_text, ylabel, ideal = SCALING_AXES[y]
+
+    def draw(df: pd.DataFrame, exp: Experiment) -> Figure:
+        base = int(df["base_gpus"].min())
+        fig = draw_scaling(df, exp, y, ylabel.format(base=base, unit=unit(exp)), ideal)
+        fig.suptitle(suptitle)
+        return fig
+
+    def summary(df: pd.DataFrame) -> str:
+        return f"{prefix}: " + scaling_summary(df, y, unit_text) + model_summary(df, y, unit_text)
+
+    parts = {**module, "compute": scaling_table, "draw": draw, "summary": summary}
+    return figure_spec(
+        parts, "strong_scaling", SCALING_COLUMNS, caption + " " + MODEL_CAPTION, ("hsadmm", "ddp", "topk")
+    )

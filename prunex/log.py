@@ -64,6 +64,28 @@ COMM_COLUMNS = [
     "inter_bytes",
     "intra_bytes",
 ]
+# inference.parquet (prunex.bench.inference), here so that analysis reads it without importing torch
+INFERENCE_COLUMNS = [
+    "run_id",
+    "arch",
+    "variant",
+    "device",
+    "hardware",
+    "threads",
+    "load_1min",
+    "batch",
+    "repeats",
+    "latency_ms",
+    "latency_p10_ms",
+    "latency_p90_ms",
+    "throughput_per_s",
+    "params",
+    "flops",
+    "params_ratio",
+    "flops_ratio",
+    "latency_ratio",
+    "speedup",
+]
 RANK_STEP_COLUMNS = ["iteration", "rank", "epoch", "wall_s", "train_loss", "test_acc", "comm_s", "compute_s", "iter_s"]
 DONE = "DONE"
 
