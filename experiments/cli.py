@@ -41,6 +41,7 @@ from pathlib import Path
 
 from experiments.common import PROFILE_NAMES, Profile, profile
 from prunex.config import EXECUTOR_NAMES, ArgumentParser, ConfigError, RunConfig
+from prunex.exits import refuse
 from prunex.interrupt import Interrupted, interruptible, last_signal
 from prunex.launch import (
     SubmitInterrupted,
@@ -229,15 +230,8 @@ def run_experiments(
                             failures += execute(cs, slurm, detach=args.detach)
             except KeyboardInterrupt:
                 raise Interrupted("interrupted before anything was submitted", last_signal()) from None
-    except Interrupted as e:
-        print(str(e), file=sys.stderr)
-        return e.exit_code
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except LockHeld as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 3
+    except (Interrupted, ConfigError, LockHeld) as e:
+        return refuse(e, {ConfigError: 2, LockHeld: 3})
     if failures:
         print(f"[{label}] {len(failures)} failed run(s):", file=sys.stderr)
         for run_name, err in failures:

@@ -30,6 +30,7 @@ import argparse
 import sys
 
 from prunex.config import ArgumentParser, ConfigError
+from prunex.exits import refuse
 from prunex.interrupt import Interrupted, interruptible, last_signal
 from prunex.launch import experiment_path, launch
 from prunex.lock import LockHeld
@@ -55,18 +56,8 @@ def main(argv: list[str] | None = None) -> int:
                 run_dir = launch(config, slurm, detach=args.detach)
             except KeyboardInterrupt:  # before anything was submitted
                 raise Interrupted("interrupted before anything was submitted", last_signal()) from None
-    except Interrupted as e:
-        print(str(e), file=sys.stderr)
-        return e.exit_code
-    except LockHeld as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 3
-    except (ConfigError, TypeError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except RuntimeError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    except (Interrupted, LockHeld, ConfigError, TypeError, RuntimeError) as e:
+        return refuse(e, {LockHeld: 3, ConfigError: 2, TypeError: 2, RuntimeError: 1})
     print(f"logs: {experiment_path(config)} -> {run_dir}")
     return 0
 
