@@ -17,7 +17,8 @@ import sys
 from pathlib import Path
 
 from analysis.common import InputError, LogError, check_results, render, report_result
-from analysis.report import EXPERIMENTS, SPECS, Logs, write_report
+from analysis.measurements import EXPERIMENTS, SPECS, Logs
+from analysis.report import write_report
 from prunex.config import ArgumentParser  # one-line refusals (prunex.config imports no torch)
 
 

@@ -1,7 +1,7 @@
-"""Every numeric claim of the PruneX paper, encoded once as data; `analysis.report` measures them.
+"""Every numeric claim of the PruneX paper, encoded once as data, each with the function that measures it.
 
-A claim names the experiment whose logs measure it, the measurement (`measure`, a key of
-`analysis.report.MEASURES`), the paper's value and unit, and a tolerance:
+A claim names the experiment whose logs measure it, the function that measures it (`measure`, from
+`analysis.measurements`), the paper's value and unit, and a tolerance (`analysis.verdicts`):
 
 - `rel`: |measured / paper - 1| <= tolerance;     `abs`: |measured - paper| <= tolerance;
 - `at_least`: measured >= paper - tolerance;       `at_most`: measured <= paper + tolerance;
@@ -24,19 +24,22 @@ Structured Pruning" (Olama et al., 2025), 64 V100 GPUs (16 nodes x 4) of Puhti, 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from analysis import measurements as measure
 from prunex.paper import FIG9_EFFICIENCY_PCT, FIG9_SPEEDUP
+
+if TYPE_CHECKING:
+    from analysis.measurements import Logs, Measurement
 
 NAN = math.nan
 PAPER_SETUP = ("cifar10", "64gpus", "gpu")
 
-# Parameter counts measured with prunex.models.count_parameters on the models analysis may not
-# build (no torch here): torchvision 0.29.1 classes with the CIFAR stem (3x3 stride-1 first
-# convolution, no max-pool) and 10 classes. The paper's Table 2 (~11M, ~69M, ~60M) matches
-# torchvision's ImageNet variants (7x7 stem, 1000 classes): 11,689,512 / 68,883,240 / 60,192,808,
-# i.e. ours + (fc 1000 vs 10 classes) + (7x7 vs 3x3 stem, 7,680 weights).
-PARAM_COUNTS = {"resnet18": 11_173_962, "resnet152": 58_156_618, "wide_resnet50_2": 66_847_050}
+# The paper's Table 2 (~11M, ~69M, ~60M) matches torchvision's ImageNet variants (7x7 stem, 1000
+# classes): 11,689,512 / 68,883,240 / 60,192,808, i.e. our CIFAR models (analysis.measurements.PARAM_COUNTS)
+# + (fc 1000 vs 10 classes) + (7x7 vs 3x3 stem, 7,680 weights).
 IMAGENET_PARAM_COUNTS = {"resnet18": 11_689_512, "resnet152": 60_192_808, "wide_resnet50_2": 68_883_240}
 
 
@@ -48,7 +51,7 @@ class Claim:
     paper_value: float  # NaN for qualitative claims
     unit: str
     experiment: str  # the results/<experiment> directory that measures it ("" = no logs needed)
-    measure: str  # key of analysis.report.MEASURES
+    measure: Callable[[Claim, Logs], Measurement]  # what measures it (analysis.measurements)
     tolerance: float = 0.0
     kind: str = "rel"  # rel | abs | at_least | at_most | ordering
     method: str | None = None
@@ -73,7 +76,7 @@ CLAIMS: list[Claim] = [
         60.0,
         "%",
         "volume",
-        "volume_reduction",
+        measure.volume_reduction,
         10.0,
         "abs",
         note="dimensionless; depends on the experiment's training budgets of both methods",
@@ -86,7 +89,7 @@ CLAIMS: list[Claim] = [
             value,
             "GB",
             "volume",
-            "volume_total",
+            measure.volume_total,
             0.15,
             "rel",
             method=m,
@@ -108,7 +111,7 @@ CLAIMS: list[Claim] = [
             _reduction(dense, pruned),
             "%",
             "volume",
-            "volume_reduction",
+            measure.volume_reduction,
             10.0,
             "abs",
             model=model,
@@ -126,7 +129,7 @@ CLAIMS: list[Claim] = [
         220.0,
         "MB",
         "volume",
-        "dense_message",
+        measure.dense_message,
         0.10,
         "rel",
         model="resnet152",
@@ -139,7 +142,7 @@ CLAIMS: list[Claim] = [
         40.0,
         "%",
         "volume",
-        "compressed_fraction",
+        measure.compressed_fraction,
         10.0,
         "abs",
         model="resnet152",
@@ -152,7 +155,7 @@ CLAIMS: list[Claim] = [
         0.50,
         "s",
         "latency",
-        "latency_median",
+        measure.latency_median,
         0.25,
         "rel",
         method="ddp",
@@ -167,7 +170,7 @@ CLAIMS: list[Claim] = [
         0.10,
         "s",
         "latency",
-        "latency_median",
+        measure.latency_median,
         0.25,
         "rel",
         method="hsadmm",
@@ -182,7 +185,7 @@ CLAIMS: list[Claim] = [
         5.0,
         "x",
         "latency",
-        "latency_speedup",
+        measure.latency_speedup,
         0.5,
         "rel",
         needs=("inter_link",),
@@ -195,7 +198,7 @@ CLAIMS: list[Claim] = [
         NAN,
         "",
         "latency",
-        "latency_flat_worse",
+        measure.latency_flat_worse,
         kind="ordering",
         needs=("inter_link",),
     ),
@@ -207,7 +210,7 @@ CLAIMS: list[Claim] = [
             value,
             "%",
             "latency_breakdown",
-            "breakdown_share",
+            measure.breakdown_share,
             10.0,
             "abs",
             arg=cat,
@@ -228,7 +231,7 @@ CLAIMS: list[Claim] = [
         FIG9_SPEEDUP["hsadmm"],
         "x",
         "strong_scaling",
-        "scaling",
+        measure.scaling,
         0.15,
         "rel",
         method="hsadmm",
@@ -242,7 +245,7 @@ CLAIMS: list[Claim] = [
         FIG9_EFFICIENCY_PCT["hsadmm"],
         "%",
         "strong_scaling",
-        "scaling",
+        measure.scaling,
         10.0,
         "abs",
         method="hsadmm",
@@ -256,7 +259,7 @@ CLAIMS: list[Claim] = [
         FIG9_SPEEDUP["ddp"],
         "x",
         "strong_scaling",
-        "scaling",
+        measure.scaling,
         0.15,
         "rel",
         method="ddp",
@@ -270,7 +273,7 @@ CLAIMS: list[Claim] = [
         FIG9_EFFICIENCY_PCT["ddp"],
         "%",
         "strong_scaling",
-        "scaling",
+        measure.scaling,
         10.0,
         "abs",
         method="ddp",
@@ -285,7 +288,7 @@ CLAIMS: list[Claim] = [
         FIG9_SPEEDUP["topk"],
         "x",
         "strong_scaling",
-        "scaling",
+        measure.scaling,
         0.15,
         "rel",
         method="topk",
@@ -299,7 +302,7 @@ CLAIMS: list[Claim] = [
         NAN,
         "",
         "strong_scaling",
-        "scaling_ordering",
+        measure.scaling_ordering,
         kind="ordering",
     ),
     # -- time to accuracy (Fig. 5) -------------------------------------------------------------------
@@ -310,7 +313,7 @@ CLAIMS: list[Claim] = [
         8.0,
         "min",
         "time_to_accuracy",
-        "tta_minutes",
+        measure.tta_minutes,
         0.25,
         "rel",
         method="hsadmm",
@@ -326,7 +329,7 @@ CLAIMS: list[Claim] = [
         65.0,
         "%",
         "time_to_accuracy",
-        "tta_window_accuracy",
+        measure.tta_window_accuracy,
         3.0,
         "abs",
         method="ddp",
@@ -342,7 +345,7 @@ CLAIMS: list[Claim] = [
         50.0,
         "%",
         "time_to_accuracy",
-        "tta_window_accuracy",
+        measure.tta_window_accuracy,
         3.0,
         "abs",
         method="topk",
@@ -359,7 +362,7 @@ CLAIMS: list[Claim] = [
         60.0,
         "GB",
         "time_to_accuracy",
-        "gb_to_peak",
+        measure.gb_to_peak,
         0.0,
         "at_least",
         method="ddp",
@@ -377,7 +380,7 @@ CLAIMS: list[Claim] = [
         2.0,
         "decades",
         "residuals",
-        "residual_decay",
+        measure.residual_decay,
         1.0,
         "at_least",
         method="hsadmm",
@@ -390,7 +393,7 @@ CLAIMS: list[Claim] = [
         15.0,
         "iterations",
         "",
-        "drift_zero",
+        measure.drift_zero,
         0.0,
         "at_most",
         method="hsadmm",
@@ -404,7 +407,7 @@ CLAIMS: list[Claim] = [
         85.96,
         "%",
         "pareto",
-        "pareto_accuracy",
+        measure.pareto_accuracy,
         2.0,
         "abs",
         model="resnet152",
@@ -418,7 +421,7 @@ CLAIMS: list[Claim] = [
         81.39,
         "%",
         "pareto",
-        "pareto_accuracy",
+        measure.pareto_accuracy,
         2.0,
         "abs",
         model="resnet152",
@@ -433,7 +436,7 @@ CLAIMS: list[Claim] = [
         1.0,
         "points",
         "pareto",
-        "pareto_drop",
+        measure.pareto_drop,
         0.0,
         "at_least",
         model="resnet152",
@@ -447,7 +450,7 @@ CLAIMS: list[Claim] = [
         3.8,
         "points",
         "pareto",
-        "pareto_drop",
+        measure.pareto_drop,
         1.5,
         "abs",
         model="resnet152",
@@ -461,7 +464,7 @@ CLAIMS: list[Claim] = [
         4.6,
         "points",
         "pareto",
-        "pareto_drop",
+        measure.pareto_drop,
         1.5,
         "abs",
         model="resnet152",
@@ -476,7 +479,7 @@ CLAIMS: list[Claim] = [
         NAN,
         "",
         "pareto",
-        "pareto_shape",
+        measure.pareto_shape,
         kind="ordering",
     ),
     Claim(
@@ -487,7 +490,7 @@ CLAIMS: list[Claim] = [
         NAN,
         "points",
         "pareto",
-        "pareto_vs_ptf",
+        measure.pareto_vs_ptf,
         kind="ordering",
         note="not a number the paper gives: the comparison its co-design argument implies (issue 17)",
     ),
@@ -500,7 +503,7 @@ CLAIMS: list[Claim] = [
         NAN,
         "x",
         "pareto",
-        "inference_speedup",
+        measure.inference_speedup,
         kind="ordering",
         note="Table 1 says only 'High'; the paper measures no inference time",
     ),
@@ -511,7 +514,7 @@ CLAIMS: list[Claim] = [
         NAN,
         "x",
         "pareto",
-        "inference_speedup",
+        measure.inference_speedup,
         kind="ordering",
         needs=("gpu",),
         note="Table 1 says only 'High'; the paper measures no inference time",
@@ -525,7 +528,7 @@ CLAIMS: list[Claim] = [
             value,
             "M",
             "",
-            "param_count",
+            measure.param_count,
             0.05,
             "rel",
             model=model,

@@ -28,7 +28,7 @@ import math
 import os
 import sys
 import textwrap
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -39,7 +39,15 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis import style  # selects the Agg backend before any figure exists
-from prunex.log import COMM_COLUMNS, DONE, RANK_STEP_COLUMNS, STEPS_COLUMNS, LogError, read_parquet
+from prunex.log import (
+    COMM_COLUMNS,
+    DONE,
+    INFERENCE_COLUMNS,
+    RANK_STEP_COLUMNS,
+    STEPS_COLUMNS,
+    LogError,
+    read_parquet,
+)
 
 RESIDUAL_COLUMNS = ["run_id", "iteration", "rank", "node", "layer", "level", "primal", "dual", "rho"]
 MASK_COLUMNS = [
@@ -57,28 +65,6 @@ MASK_COLUMNS = [
 ]
 WIRE_COLUMNS = ["run_id", "iteration", "node", "tx_bytes", "rx_bytes"]
 FINAL_MASK_COLUMNS = ["run_id", "layer", "out_keep", "in_keep"]
-# prunex.bench.inference.COLUMNS (analysis imports no torch; tests/test_analysis.py checks they agree)
-INFERENCE_COLUMNS = [
-    "run_id",
-    "arch",
-    "variant",
-    "device",
-    "hardware",
-    "threads",
-    "load_1min",
-    "batch",
-    "repeats",
-    "latency_ms",
-    "latency_p10_ms",
-    "latency_p90_ms",
-    "throughput_per_s",
-    "params",
-    "flops",
-    "params_ratio",
-    "flops_ratio",
-    "latency_ratio",
-    "speedup",
-]
 TABLE_COLUMNS: dict[str, list[str]] = {
     "steps": STEPS_COLUMNS,
     "comm": COMM_COLUMNS,
@@ -373,6 +359,17 @@ def load_experiment(results: Path, name: str) -> Experiment:
     return Experiment(name, results, runs, notes, incomplete)
 
 
+def runs_with(exp: Experiment, table: str, notes: list[str], what: str = "") -> Iterator[tuple[Run, pd.DataFrame]]:
+    """Each run of `exp` with its `table`, the one loop the figures share: a run without rows in it yet is
+    left out, with the note "<run> has no <what, default the table's name> yet: left out"."""
+    for run in exp.runs:
+        df = run.table(table)
+        if df is None or df.empty:
+            notes.append(f"{run.run_id} has no {what or table} yet: left out")
+            continue
+        yield run, df
+
+
 def check_results(results: Path, experiments: Iterable[str]) -> int:
     """Refuse (InputError, one line) a results directory that cannot be drawn from: missing, holding
     no run of `experiments`, or holding a run whose config.json or meta.json is damaged. Returns the
@@ -465,6 +462,18 @@ class FigureSpec:
     summary: Callable[[pd.DataFrame], str]
     caption_extra: str = ""
     methods: tuple[str, ...] = ()  # the methods the paper's figure shows; a missing one gets a note
+
+
+def figure_spec(
+    module: dict[str, Any], experiment: str, columns: list[str], caption: str = "", methods: tuple[str, ...] = ()
+) -> FigureSpec:
+    """The spec of a figure module, from its `globals()`: its name is the module's file name, its title
+    the first line of its docstring, its compute, draw and summary its functions of these names.
+    `caption` is added below the runs in the caption; `methods` are the methods the paper's figure shows."""
+    title = str(module["__doc__"]).split("\n")[0].rstrip(".")
+    name = Path(str(module["__file__"])).stem
+    compute, draw, summary = module["compute"], module["draw"], module["summary"]
+    return FigureSpec(name, experiment, title, columns, compute, draw, summary, caption, methods)
 
 
 def _caption_text(fig: Figure, lines: list[str]) -> str:

@@ -1,4 +1,6 @@
-"""Fig. 10: rank-wise primal residuals of the fc layer and one convolution, intra- and inter-node.
+"""Fig. 10: rank-wise residual convergence.
+
+Rank-wise primal residuals of the fc layer and one convolution, intra- and inter-node.
 
     python -m analysis.fig10_residuals_ranks --results results --out figures
 
@@ -11,67 +13,27 @@ second convolution of stage 2.
 
 from __future__ import annotations
 
-import math
-import re
 import sys
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from analysis.common import Experiment, FigureResult, FigureSpec, Run, cli, render
+from analysis.common import Experiment, cli, figure_spec
+from analysis.residuals import decay_decades, pick_conv, pick_fc, residuals_of
 
-PAPER_CONV = "layer2.5.conv2.weight"
-
-
-def pick_run(exp: Experiment) -> tuple[Run | None, list[str]]:
-    """The hsadmm run whose residuals to show, and notes about the choice."""
-    notes = []
-    candidates = [r for r in exp.by_method("hsadmm") if r.table("residuals") is not None]
-    others = [r.run_id for r in exp.runs if r.method != "hsadmm"]
-    if others:
-        notes.append(f"only hsadmm runs are shown; left out: {', '.join(others)}")
-    if not candidates:
-        if exp.by_method("hsadmm"):
-            notes.append("the hsadmm runs have no residuals table yet")
-        return None, notes
-    run = max(candidates, key=lambda r: (r.model == "resnet152", r.world_size, r.done, r.run_id))
-    if len(candidates) > 1:
-        notes.append(f"showing {run.run_id} ({len(candidates)} hsadmm runs have residuals)")
-    return run, notes
-
-
-def pick_fc(layers: list[str]) -> str | None:
-    for name in layers:
-        head = name.split(".")[0]
-        if head in ("fc", "linear", "classifier", "head") and name.endswith("weight"):
-            return name
-    return None
-
-
-def is_weight_layer(name: str) -> bool:
-    """Convolution and fully connected weights (BatchNorm parameters and biases are not 'layers')."""
-    return name.endswith(".weight") and ("conv" in name or "downsample.0" in name or pick_fc([name]) == name)
-
-
-def pick_conv(layers: list[str]) -> str | None:
-    if PAPER_CONV in layers:
-        return PAPER_CONV
-    convs = [n for n in layers if re.search(r"conv\d*\.weight$", n)]
-    stage2 = [n for n in convs if n.startswith("layer2.") and n.endswith("conv2.weight")]
-    if stage2:
-        return max(stage2, key=lambda n: int(n.split(".")[1]) if n.split(".")[1].isdigit() else -1)
-    return convs[len(convs) // 2] if convs else None
+COLUMNS = ["run_id", "layer", "level", "rank", "node", "iteration", "primal"]
+CAPTION = (
+    "Primal residuals after each consensus (log scale). Intra: every rank; inter: node leaders "
+    "(the only ranks holding z_i - z)."
+)
 
 
 def compute(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
-    run, notes = pick_run(exp)
+    run, res, notes = residuals_of(exp)
     if run is None:
         return pd.DataFrame(columns=SPEC.columns), notes
-    res = run.table("residuals")
-    assert res is not None
     layers = list(dict.fromkeys(res["layer"]))
     chosen = [name for name in (pick_fc(layers), pick_conv(layers)) if name is not None]
     if len(chosen) < 2:
@@ -118,16 +80,6 @@ def draw(df: pd.DataFrame, exp: Experiment) -> Figure:
     return fig
 
 
-def decay_decades(df: pd.DataFrame, level: str = "intra") -> pd.Series:
-    """Per (layer, rank): log10(first / last) primal residual at `level`."""
-    out = {}
-    for (layer, rank), g in df[df["level"] == level].groupby(["layer", "rank"]):
-        g = g.sort_values("iteration")
-        first, last = float(g["primal"].iloc[0]), float(g["primal"].iloc[-1])
-        out[(layer, rank)] = math.log10(first / last) if first > 0 and last > 0 else float("nan")
-    return pd.Series(out, dtype=float)
-
-
 def summary(df: pd.DataFrame) -> str:
     parts = []
     for level in ("intra", "inter"):
@@ -142,22 +94,7 @@ def summary(df: pd.DataFrame) -> str:
     return "; ".join(parts)
 
 
-SPEC = FigureSpec(
-    name="fig10_residuals_ranks",
-    experiment="residuals",
-    title="Fig. 10: rank-wise residual convergence",
-    columns=["run_id", "layer", "level", "rank", "node", "iteration", "primal"],
-    compute=compute,
-    draw=draw,
-    summary=summary,
-    caption_extra="Primal residuals after each consensus (log scale). Intra: every rank; inter: node leaders "
-    "(the only ranks holding z_i - z).",
-    methods=("hsadmm",),
-)
-
-
-def make(results: str | Path, out: str | Path) -> FigureResult:
-    return render(SPEC, Path(results), Path(out))
+SPEC = figure_spec(globals(), "residuals", COLUMNS, CAPTION, ("hsadmm",))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,6 @@
-"""Fig. 11: total primal residual of the five layers with the largest residuals.
+"""Fig. 11: layer-wise primal residuals.
+
+Total primal residual of the five layers with the largest residuals.
 
     python -m analysis.fig11_residuals_layers --results results --out figures
 
@@ -12,7 +14,6 @@ with the largest peak total residual.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -20,18 +21,22 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis import style
-from analysis.common import Experiment, FigureResult, FigureSpec, cli, render
-from analysis.fig10_residuals_ranks import is_weight_layer, pick_fc, pick_run
+from analysis.common import Experiment, cli, figure_spec
+from analysis.residuals import is_weight_layer, pick_fc, residuals_of
+
+COLUMNS = ["run_id", "layer", "top_rank", "iteration", "total_primal"]
+CAPTION = (
+    "Total primal residual = sqrt(sum_ranks ||theta_ij - z_i||^2 + sum_leaders ||z_i - z||^2) per layer; "
+    "fc in blue as in the paper."
+)
 
 TOP = 5
 
 
 def compute(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
-    run, notes = pick_run(exp)
+    run, res, notes = residuals_of(exp)
     if run is None:
         return pd.DataFrame(columns=SPEC.columns), notes
-    res = run.table("residuals")
-    assert res is not None
     res = res[res["level"].isin(["intra", "inter"])]
     weights = res[res["layer"].map(is_weight_layer)]
     if weights.empty:
@@ -89,22 +94,7 @@ def summary(df: pd.DataFrame) -> str:
     return "top layers, first -> last total residual: " + "; ".join(parts)
 
 
-SPEC = FigureSpec(
-    name="fig11_residuals_layers",
-    experiment="residuals",
-    title="Fig. 11: layer-wise primal residuals",
-    columns=["run_id", "layer", "top_rank", "iteration", "total_primal"],
-    compute=compute,
-    draw=draw,
-    summary=summary,
-    caption_extra="Total primal residual = sqrt(sum_ranks ||theta_ij - z_i||^2 + sum_leaders ||z_i - z||^2) per layer; "
-    "fc in blue as in the paper.",
-    methods=("hsadmm",),
-)
-
-
-def make(results: str | Path, out: str | Path) -> FigureResult:
-    return render(SPEC, Path(results), Path(out))
+SPEC = figure_spec(globals(), "residuals", COLUMNS, CAPTION, ("hsadmm",))
 
 
 if __name__ == "__main__":

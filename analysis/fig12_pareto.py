@@ -1,4 +1,6 @@
-"""Fig. 12: test accuracy against the achieved size of the exported model, H-SADMM vs prune-then-finetune.
+"""Fig. 12: sparsity-accuracy trade-off.
+
+Test accuracy against the achieved size of the exported model, H-SADMM vs prune-then-finetune.
 
     python -m analysis.fig12_pareto --results results --out figures
 
@@ -18,14 +20,39 @@ from __future__ import annotations
 
 import math
 import sys
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis import style
-from analysis.common import Experiment, FigureResult, FigureSpec, Run, cli, final_accuracy, render
+from analysis.common import Experiment, Run, cli, figure_spec, final_accuracy
+
+COLUMNS = [
+    "run_id",
+    "method",
+    "model",
+    "dataset",
+    "channel_keep",
+    "filter_keep",
+    "pruning_ratio_pct",
+    "final_test_acc_pct",
+    "params_fraction_pct",
+    "flops_fraction_pct",
+    "mask_removed_pct",
+    "cpu_latency_ratio_b1",
+    "cpu_latency_ratio_b128",
+    "matched_run",
+    "mean_density",
+    "iterations",
+    "partial",
+]
+CAPTION = (
+    "Final accuracy: last evaluation (BatchNorm statistics re-estimated, the model in final_model.pt); "
+    "x: parameters / FLOPs of the physically compact model (prunex.export) over the dense model's; "
+    "prune-then-finetune: the dense DDP model pruned once by filter L1 norms to at most the matched "
+    "H-SADMM point's FLOPs, fine-tuned for H-SADMM's retraining budget; hollow markers: partial runs."
+)
 
 HYPER_SPARSE_PCT = 70.0  # Fig. 12 caption: "the swift drop-off only occurs in the hyper-sparse regime (> 70%)"
 METHODS = ("hsadmm", "prune_finetune", "ddp")
@@ -169,42 +196,7 @@ def summary(df: pd.DataFrame) -> str:
     return "; ".join(parts)
 
 
-SPEC = FigureSpec(
-    name="fig12_pareto",
-    experiment="pareto",
-    title="Fig. 12: sparsity-accuracy trade-off",
-    columns=[
-        "run_id",
-        "method",
-        "model",
-        "dataset",
-        "channel_keep",
-        "filter_keep",
-        "pruning_ratio_pct",
-        "final_test_acc_pct",
-        "params_fraction_pct",
-        "flops_fraction_pct",
-        "mask_removed_pct",
-        "cpu_latency_ratio_b1",
-        "cpu_latency_ratio_b128",
-        "matched_run",
-        "mean_density",
-        "iterations",
-        "partial",
-    ],
-    compute=compute,
-    draw=draw,
-    summary=summary,
-    caption_extra="Final accuracy: last evaluation (BatchNorm statistics re-estimated, the model in final_model.pt); "
-    "x: parameters / FLOPs of the physically compact model (prunex.export) over the dense model's; "
-    "prune-then-finetune: the dense DDP model pruned once by filter L1 norms to at most the matched "
-    "H-SADMM point's FLOPs, fine-tuned for H-SADMM's retraining budget; hollow markers: partial runs.",
-    methods=("hsadmm", "prune_finetune"),
-)
-
-
-def make(results: str | Path, out: str | Path) -> FigureResult:
-    return render(SPEC, Path(results), Path(out))
+SPEC = figure_spec(globals(), "pareto", COLUMNS, CAPTION, ("hsadmm", "prune_finetune"))
 
 
 if __name__ == "__main__":

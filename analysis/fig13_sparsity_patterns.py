@@ -1,4 +1,6 @@
-"""Fig. 13: learned structured sparsity patterns of four convolutions (white = pruned).
+"""Fig. 13: learned sparsity patterns.
+
+Learned structured sparsity patterns of four convolutions (white = pruned).
 
     python -m analysis.fig13_sparsity_patterns --results results --out figures
 
@@ -32,7 +34,27 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from analysis.common import Experiment, FigureResult, FigureSpec, LogError, Run, cli, final_accuracy, render
+from analysis.common import Experiment, LogError, Run, cli, figure_spec, final_accuracy
+
+COLUMNS = [
+    "run_id",
+    "layer",
+    "axis",
+    "index",
+    "kept",
+    "exported",
+    "schematic",
+    "final_test_acc_pct",
+    "params_fraction_pct",
+    "flops_fraction_pct",
+]
+CAPTION = (
+    "Image = out_keep (rows, output filters) x in_keep (columns, input channels) of the final global "
+    "mask; one pixel per k x k kernel; black = kept. A light column is a pruned input channel, a light row a pruned "
+    "filter; with export.json, grey = pruned but stored as zeros by the exported model, white = physically removed, "
+    "orange = kept by the mask but removed: no layer reads that filter's output, or the input channel is identically "
+    "zero (a pruned filter after BatchNorm and ReLU)."
+)
 
 N_LAYERS = 4
 SCHEMATIC_NOTE = "no final_masks.parquet: schematic from the kept counts in masks.parquet (positions unknown)"
@@ -224,36 +246,7 @@ def summary(df: pd.DataFrame) -> str:
     return text
 
 
-SPEC = FigureSpec(
-    name="fig13_sparsity_patterns",
-    experiment="sparsity_patterns",
-    title="Fig. 13: learned sparsity patterns",
-    columns=[
-        "run_id",
-        "layer",
-        "axis",
-        "index",
-        "kept",
-        "exported",
-        "schematic",
-        "final_test_acc_pct",
-        "params_fraction_pct",
-        "flops_fraction_pct",
-    ],
-    compute=compute,
-    draw=draw,
-    summary=summary,
-    caption_extra="Image = out_keep (rows, output filters) x in_keep (columns, input channels) of the final global "
-    "mask; one pixel per k x k kernel; black = kept. A light column is a pruned input channel, a light row a pruned "
-    "filter; with export.json, grey = pruned but stored as zeros by the exported model, white = physically removed, "
-    "orange = kept by the mask but removed: no layer reads that filter's output, or the input channel is identically "
-    "zero (a pruned filter after BatchNorm and ReLU).",
-    methods=("hsadmm",),
-)
-
-
-def make(results: str | Path, out: str | Path) -> FigureResult:
-    return render(SPEC, Path(results), Path(out))
+SPEC = figure_spec(globals(), "sparsity_patterns", COLUMNS, CAPTION, ("hsadmm",))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,6 @@
-"""Fig. 5a: test accuracy vs training wall time, with the paper's 70% target.
+"""Fig. 5a: time to accuracy.
+
+Test accuracy vs training wall time, with the paper's 70% target.
 
     python -m analysis.fig5a_time_to_accuracy --results results --out figures
 
@@ -9,160 +11,15 @@ Reads `time_to_accuracy/*/steps.parquet` (every method present). Wall time is tr
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-import pandas as pd
-from matplotlib.figure import Figure
+from analysis.accuracy import accuracy_figure
+from analysis.common import cli
 
-from analysis import style
-from analysis.common import (
-    TARGET_ACC_PCT,
-    Experiment,
-    FigureResult,
-    FigureSpec,
-    cli,
-    facet_axes,
-    fmt,
-    render,
-    run_label,
+CAPTION = (
+    "Accuracy: rank 0's test accuracy at each evaluation; dashed lines: partial runs. "
+    "Minutes are not comparable across hardware: compare the ordering of the methods."
 )
-
-CURVE_COLUMNS = [
-    "run_id",
-    "method",
-    "model",
-    "dataset",
-    "gpus",
-    "iteration",
-    "epoch",
-    "wall_min",
-    "cum_inter_gb",
-    "test_acc_pct",
-]
-
-
-def accuracy_curves(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
-    """Evaluated iterations of every run: wall time, cumulative inter-node GB and accuracy."""
-    frames, notes = [], []
-    for run in exp.runs:
-        steps = run.table("steps")
-        if steps is None or steps.empty:
-            notes.append(f"{run.run_id} has no steps yet: left out")
-            continue
-        steps = steps.sort_values("iteration")
-        steps["cum_inter_gb"] = steps["inter_bytes"].cumsum() / 1e9
-        ev = steps[steps["test_acc"].notna()]
-        if ev.empty:
-            notes.append(f"{run.run_id} has no evaluated iteration yet: left out")
-            continue
-        frames.append(
-            pd.DataFrame(
-                {
-                    "run_id": run.run_id,
-                    "method": run.method,
-                    "model": run.model,
-                    "dataset": run.dataset,
-                    "gpus": run.world_size,
-                    "iteration": ev["iteration"].to_numpy(),
-                    "epoch": ev["epoch"].to_numpy(),
-                    "wall_min": ev["wall_s"].to_numpy() / 60.0,
-                    "cum_inter_gb": ev["cum_inter_gb"].to_numpy(),
-                    "test_acc_pct": ev["test_acc"].to_numpy() * 100.0,
-                }
-            )
-        )
-    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=CURVE_COLUMNS)
-    return df, notes
-
-
-def reach_target(df: pd.DataFrame, x: str, target: float = TARGET_ACC_PCT) -> dict[str, float]:
-    """Per run: the first `x` at which accuracy >= target (NaN when never)."""
-    out = {}
-    for run_id, g in df.groupby("run_id", sort=False):
-        hit = g[g["test_acc_pct"] >= target].sort_values(x)
-        out[str(run_id)] = float(hit[x].iloc[0]) if len(hit) else float("nan")
-    return out
-
-
-def draw_curves(df: pd.DataFrame, exp: Experiment, x: str, xlabel: str) -> Figure:
-    models = sorted(df["model"].unique(), key=style.model_sort_key)
-    fig, axes = facet_axes(len(models), width=6.0, height=4.0, sharey=True)
-    for ax, model in zip(axes, models, strict=True):
-        sub = df[df["model"] == model]
-        methods = sub.groupby("run_id", sort=False)["method"].first()
-        dup = methods.duplicated(keep=False)
-        for run_id in sorted(methods.index, key=lambda r: (style.method_sort_key(methods[r]), r)):
-            g = sub[sub["run_id"] == run_id].sort_values(x)
-            run = exp.run(run_id)
-            ax.plot(
-                g[x],
-                g["test_acc_pct"],
-                marker="o",
-                ms=3,
-                lw=1.6,
-                color=style.method_color(run.method),
-                ls="-" if run.done else "--",
-                label=run_label(run, bool(dup[run_id])) + ("" if run.done else " (partial)"),
-            )
-        ax.axhline(TARGET_ACC_PCT, color=style.TARGET_COLOR, ls=":", lw=1.2, label=f"{TARGET_ACC_PCT:g}% target")
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel("test accuracy (%)")
-        ax.set_title(style.model_label(model))
-        ax.set_xlim(left=0)
-        ax.legend(fontsize=8, loc="lower right")
-    return fig
-
-
-def _draw(df: pd.DataFrame, exp: Experiment) -> Figure:
-    fig = draw_curves(df, exp, "wall_min", "training wall time (min, evaluation excluded)")
-    fig.suptitle("Fig. 5a: time to accuracy")
-    return fig
-
-
-def summary_line(df: pd.DataFrame, x: str, unit: str) -> str:
-    hits = reach_target(df, x)
-    best = df.groupby("run_id")["test_acc_pct"].max()
-    method = df.groupby("run_id")["method"].first()
-    parts = []
-    for run_id, t in sorted(hits.items(), key=lambda kv: (style.method_sort_key(method[kv[0]]), kv[0])):
-        what = f"{fmt(t)} {unit}" if t == t else f"never (best {best[run_id]:.1f}%)"
-        parts.append(f"{style.method_label(method[run_id])}: {what}")
-    return f"reaches {TARGET_ACC_PCT:g}%: " + "; ".join(parts)
-
-
-def _compute(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
-    df, notes = accuracy_curves(exp)
-    df["target_acc_pct"] = TARGET_ACC_PCT
-    return df, notes
-
-
-SPEC = FigureSpec(
-    name="fig5a_time_to_accuracy",
-    experiment="time_to_accuracy",
-    title="Fig. 5a: time to accuracy",
-    columns=[
-        "run_id",
-        "method",
-        "model",
-        "dataset",
-        "gpus",
-        "iteration",
-        "epoch",
-        "wall_min",
-        "test_acc_pct",
-        "target_acc_pct",
-    ],
-    compute=_compute,
-    draw=_draw,
-    summary=lambda df: summary_line(df, "wall_min", "min"),
-    caption_extra="Accuracy: rank 0's test accuracy at each evaluation; dashed lines: partial runs. "
-    "Minutes are not comparable across hardware: compare the ordering of the methods.",
-    methods=("hsadmm", "ddp", "topk", "pactrain"),
-)
-
-
-def make(results: str | Path, out: str | Path) -> FigureResult:
-    return render(SPEC, Path(results), Path(out))
+SPEC = accuracy_figure(globals(), "wall_min", "training wall time (min, evaluation excluded)", "min", CAPTION)
 
 
 if __name__ == "__main__":

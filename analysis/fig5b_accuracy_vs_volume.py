@@ -1,4 +1,6 @@
-"""Fig. 5b: test accuracy vs cumulative inter-node communication volume.
+"""Fig. 5b: accuracy vs cumulative inter-node volume.
+
+Test accuracy vs cumulative inter-node communication volume.
 
     python -m analysis.fig5b_accuracy_vs_volume --results results --out figures
 
@@ -9,54 +11,22 @@ summed over ranks (prunex/comm/volume.py), accumulated over every iteration up t
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-import pandas as pd
-from matplotlib.figure import Figure
+from analysis.accuracy import accuracy_figure
+from analysis.common import cli
 
-from analysis.common import TARGET_ACC_PCT, Experiment, FigureResult, FigureSpec, cli, render
-from analysis.fig5a_time_to_accuracy import accuracy_curves, draw_curves, summary_line
-
-
-def _compute(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
-    df, notes = accuracy_curves(exp)
-    df["target_acc_pct"] = TARGET_ACC_PCT
-    return df, notes
-
-
-def _draw(df: pd.DataFrame, exp: Experiment) -> Figure:
-    fig = draw_curves(df, exp, "cum_inter_gb", "cumulative inter-node volume (GB, estimated, all ranks)")
-    fig.suptitle("Fig. 5b: accuracy per inter-node byte")
-    return fig
-
-
-SPEC = FigureSpec(
-    name="fig5b_accuracy_vs_volume",
-    experiment="time_to_accuracy",
-    title="Fig. 5b: accuracy vs cumulative inter-node volume",
-    columns=[
-        "run_id",
-        "method",
-        "model",
-        "dataset",
-        "gpus",
-        "iteration",
-        "epoch",
-        "cum_inter_gb",
-        "test_acc_pct",
-        "target_acc_pct",
-    ],
-    compute=_compute,
-    draw=_draw,
-    summary=lambda df: summary_line(df, "cum_inter_gb", "GB"),
-    caption_extra="Volume: bytes crossing node boundaries, modelled as rings over each group (prunex/comm/volume.py), "
-    "summed over ranks and iterations. 1 GB = 1e9 bytes. Dashed lines: partial runs.",
-    methods=("hsadmm", "ddp", "topk", "pactrain"),
+CAPTION = (
+    "Volume: bytes crossing node boundaries, modelled as rings over each group (prunex/comm/volume.py), "
+    "summed over ranks and iterations. 1 GB = 1e9 bytes. Dashed lines: partial runs."
 )
-
-
-def make(results: str | Path, out: str | Path) -> FigureResult:
-    return render(SPEC, Path(results), Path(out))
+SPEC = accuracy_figure(
+    globals(),
+    "cum_inter_gb",
+    "cumulative inter-node volume (GB, estimated, all ranks)",
+    "GB",
+    CAPTION,
+    suptitle="Fig. 5b: accuracy per inter-node byte",
+)
 
 
 if __name__ == "__main__":

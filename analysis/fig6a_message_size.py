@@ -1,4 +1,6 @@
-"""Fig. 6a: inter-node message size per iteration, H-SADMM (compressed) vs dense.
+"""Fig. 6a: inter-node message size per iteration.
+
+Inter-node message size per iteration, H-SADMM (compressed) vs dense.
 
     python -m analysis.fig6a_message_size --results results --out figures
 
@@ -10,14 +12,20 @@ gradient AllReduce per optimizer step on rank 0 (median over steps) for the same
 from __future__ import annotations
 
 import sys
-from pathlib import Path
+from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis import style
-from analysis.common import Experiment, FigureResult, FigureSpec, cli, facet_axes, fmt, render
+from analysis.common import Experiment, Run, cli, facet_axes, figure_spec, fmt
+
+COLUMNS = ["run_id", "method", "model", "series", "iteration", "message_mb"]
+CAPTION = (
+    "Payload bytes of rank 0's AllReduce calls (1 MB = 1e6 bytes), including BatchNorm buffers for "
+    "H-SADMM. Dense line: DDP's gradient AllReduce per optimizer step (median), drawn over the H-SADMM iterations."
+)
 
 COMPRESSED, DENSE = "compressed (H-SADMM inter-node AllReduce)", "dense (DDP AllReduce per step, median)"
 
@@ -28,22 +36,28 @@ def payload_per_iteration(comm: pd.DataFrame, level: str) -> pd.Series:
     return sel.groupby("iteration")["bytes"].sum().sort_index()
 
 
+def payloads(
+    exp: Experiment, method: str, level: str, notes: list[str], missing: str
+) -> Iterator[tuple[Run, pd.Series]]:
+    """Each run of `method` with its rank 0 AllReduce payload per iteration at `level`; a run without
+    any is left out with the note "<run>: <missing>"."""
+    for run in exp.by_method(method):
+        comm = run.table("comm")
+        per_iter = payload_per_iteration(comm, level) if comm is not None else pd.Series(dtype=float)
+        if per_iter.empty:
+            notes.append(f"{run.run_id}: {missing}")
+            continue
+        yield run, per_iter
+
+
 def compute(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
     rows, notes = [], []
     dense: dict[str, tuple[str, float]] = {}
-    for run in exp.by_method("ddp"):
-        comm = run.table("comm")
-        per_step = payload_per_iteration(comm, "flat") if comm is not None else pd.Series(dtype=float)
-        if per_step.empty:
-            notes.append(f"{run.run_id}: no DDP AllReduce logged, no dense reference from it")
-            continue
+    for run, per_step in payloads(exp, "ddp", "flat", notes, "no DDP AllReduce logged, no dense reference from it"):
         dense.setdefault(run.model, (run.run_id, float(per_step.median()) / 1e6))
-    for run in exp.by_method("hsadmm"):
-        comm = run.table("comm")
-        per_iter = payload_per_iteration(comm, "inter") if comm is not None else pd.Series(dtype=float)
-        if per_iter.empty:
-            notes.append(f"{run.run_id}: no inter-node AllReduce logged (one node?), left out")
-            continue
+    for run, per_iter in payloads(
+        exp, "hsadmm", "inter", notes, "no inter-node AllReduce logged (one node?), left out"
+    ):
         for it, b in per_iter.items():
             rows.append(
                 {
@@ -94,7 +108,7 @@ def draw(df: pd.DataFrame, exp: Experiment) -> Figure:
                 lw=1.6,
                 label=f"{style.method_label(method)}: {series.split(' (')[0]}",
             )
-        ratio = _final_ratio(sub)
+        ratio = final_ratio(sub)
         if ratio == ratio:
             ax.text(
                 0.98,
@@ -116,7 +130,7 @@ def draw(df: pd.DataFrame, exp: Experiment) -> Figure:
     return fig
 
 
-def _final_ratio(sub: pd.DataFrame) -> float:
+def final_ratio(sub: pd.DataFrame) -> float:
     comp = sub[sub["series"] == COMPRESSED].sort_values("iteration")
     dense = sub[sub["series"] == DENSE]
     if comp.empty or dense.empty:
@@ -131,7 +145,7 @@ def summary(df: pd.DataFrame) -> str:
         dense = sub[sub["series"] == DENSE]
         d = f"{dense['message_mb'].iloc[0]:.3g} MB dense" if len(dense) else "no dense reference"
         first, last = comp["message_mb"].iloc[0], comp["message_mb"].iloc[-1]
-        r = _final_ratio(sub)
+        r = final_ratio(sub)
         parts.append(
             f"{style.model_label(str(model))}: {first:.3g} -> {last:.3g} MB per iteration ({d}"
             + (f", {fmt(r)}%)" if np.isfinite(r) else ")")
@@ -139,22 +153,7 @@ def summary(df: pd.DataFrame) -> str:
     return "; ".join(parts)
 
 
-SPEC = FigureSpec(
-    name="fig6a_message_size",
-    experiment="volume",
-    title="Fig. 6a: inter-node message size per iteration",
-    columns=["run_id", "method", "model", "series", "iteration", "message_mb"],
-    compute=compute,
-    draw=draw,
-    summary=summary,
-    caption_extra="Payload bytes of rank 0's AllReduce calls (1 MB = 1e6 bytes), including BatchNorm buffers for "
-    "H-SADMM. Dense line: DDP's gradient AllReduce per optimizer step (median), drawn over the H-SADMM iterations.",
-    methods=("hsadmm", "ddp"),
-)
-
-
-def make(results: str | Path, out: str | Path) -> FigureResult:
-    return render(SPEC, Path(results), Path(out))
+SPEC = figure_spec(globals(), "volume", COLUMNS, CAPTION, ("hsadmm", "ddp"))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,6 @@
-"""Fig. 6b: total inter-node communication volume per model and method.
+"""Fig. 6b: total inter-node communication volume.
+
+Total inter-node communication volume per model and method.
 
     python -m analysis.fig6b_volume_total --results results --out figures
 
@@ -11,7 +13,6 @@ kernel-counted bytes sent by the nodes' interfaces (sum of tx_bytes) are drawn a
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -19,18 +20,30 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis import style
-from analysis.common import Experiment, FigureResult, FigureSpec, cli, render
+from analysis.common import Experiment, cli, figure_spec, runs_with
+
+COLUMNS = [
+    "model",
+    "method",
+    "source",
+    "inter_gb",
+    "reduction_vs_ddp_pct",
+    "n_runs",
+    "run_id",
+    "run_ids",
+    "partial",
+]
+CAPTION = (
+    "Total = sum over iterations and ranks of the estimated bytes on inter-node links "
+    "(1 GB = 1e9 bytes); percentages: reduction vs DDP for the same model."
+)
 
 ESTIMATE, WIRE = "estimate", "wire (tx counters)"
 
 
 def compute(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
     per_run, notes = [], []
-    for run in exp.runs:
-        steps = run.table("steps")
-        if steps is None or steps.empty:
-            notes.append(f"{run.run_id} has no steps yet: left out")
-            continue
+    for run, steps in runs_with(exp, "steps", notes):
         per_run.append(
             {
                 "model": run.model,
@@ -58,17 +71,14 @@ def compute(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
     if not per_run:
         return pd.DataFrame(columns=SPEC.columns), notes
     raw = pd.DataFrame(per_run)
-    agg = (
-        raw.groupby(["model", "method", "source"], sort=False)
-        .agg(
-            inter_gb=("inter_gb", "mean"),
-            n_runs=("run_id", "size"),
-            run_id=("run_id", "first"),
-            run_ids=("run_id", lambda s: " ".join(s)),
-            partial=("partial", "any"),
-        )
-        .reset_index()
-    )
+    per_key = {  # output column: (input column, aggregation) over the runs of one (model, method, source)
+        "inter_gb": ("inter_gb", "mean"),
+        "n_runs": ("run_id", "size"),
+        "run_id": ("run_id", "first"),
+        "run_ids": ("run_id", " ".join),
+        "partial": ("partial", "any"),
+    }
+    agg = raw.groupby(["model", "method", "source"], sort=False).agg(**per_key).reset_index()
     if (agg["n_runs"] > 1).any():
         notes.append("several runs per model and method: bars show their mean")
     dense = agg[(agg["method"] == "ddp") & (agg["source"] == ESTIMATE)].set_index("model")["inter_gb"]
@@ -159,32 +169,7 @@ def summary(df: pd.DataFrame) -> str:
     return "; ".join(parts)
 
 
-SPEC = FigureSpec(
-    name="fig6b_volume_total",
-    experiment="volume",
-    title="Fig. 6b: total inter-node communication volume",
-    columns=[
-        "model",
-        "method",
-        "source",
-        "inter_gb",
-        "reduction_vs_ddp_pct",
-        "n_runs",
-        "run_id",
-        "run_ids",
-        "partial",
-    ],
-    compute=compute,
-    draw=draw,
-    summary=summary,
-    caption_extra="Total = sum over iterations and ranks of the estimated bytes on inter-node links "
-    "(1 GB = 1e9 bytes); percentages: reduction vs DDP for the same model.",
-    methods=("hsadmm", "ddp"),
-)
-
-
-def make(results: str | Path, out: str | Path) -> FigureResult:
-    return render(SPEC, Path(results), Path(out))
+SPEC = figure_spec(globals(), "volume", COLUMNS, CAPTION, ("hsadmm", "ddp"))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,6 @@
-"""Fig. 7: per-iteration communication latency of PruneX, DDP and flat PruneX (AR).
+"""Fig. 7: per-iteration communication latency.
+
+Per-iteration communication latency of PruneX, DDP and flat PruneX (AR).
 
     python -m analysis.fig7_latency --results results --out figures
 
@@ -13,23 +15,24 @@ kept in the csv as wait_s.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis import style
-from analysis.common import Experiment, FigureResult, FigureSpec, cli, render
+from analysis.common import Experiment, cli, figure_spec, runs_with
+
+COLUMNS = ["run_id", "method", "model", "iteration", "comm_s", "wait_s"]
+CAPTION = (
+    "Communication time: seconds spent in collectives per iteration (intra- and inter-node paths, "
+    "all levels), mean over ranks. Box: median, quartiles, 1.5 IQR whiskers, outliers. Dashed: partial runs."
+)
 
 
 def compute(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
     frames, notes = [], []
-    for run in exp.runs:
-        steps = run.table("steps")
-        if steps is None or steps.empty:
-            notes.append(f"{run.run_id} has no steps yet: left out")
-            continue
+    for run, steps in runs_with(exp, "steps", notes):
         wait = pd.Series(0.0, index=steps["iteration"].to_numpy())
         comm = run.table("comm")
         if comm is not None and not comm.empty and (comm["op"] == "barrier").any():
@@ -103,22 +106,7 @@ def summary(df: pd.DataFrame) -> str:
     return text
 
 
-SPEC = FigureSpec(
-    name="fig7_latency",
-    experiment="latency",
-    title="Fig. 7: per-iteration communication latency",
-    columns=["run_id", "method", "model", "iteration", "comm_s", "wait_s"],
-    compute=compute,
-    draw=draw,
-    summary=summary,
-    caption_extra="Communication time: seconds spent in collectives per iteration (intra- and inter-node paths, "
-    "all levels), mean over ranks. Box: median, quartiles, 1.5 IQR whiskers, outliers. Dashed: partial runs.",
-    methods=("hsadmm", "ddp", "flat_admm"),
-)
-
-
-def make(results: str | Path, out: str | Path) -> FigureResult:
-    return render(SPEC, Path(results), Path(out))
+SPEC = figure_spec(globals(), "latency", COLUMNS, CAPTION, ("hsadmm", "ddp", "flat_admm"))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,6 @@
-"""Fig. 8: breakdown of PruneX's communication time by collective, averaged over ranks.
+"""Fig. 8: breakdown of communication latency.
+
+Breakdown of PruneX's communication time by collective, averaged over ranks.
 
     python -m analysis.fig8_latency_breakdown --results results --out figures
 
@@ -15,15 +17,19 @@ node time), as the paper averages over its 64 GPUs. The paper's shares are drawn
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis import style
-from analysis.claims import CLAIMS_BY_ID
-from analysis.common import Experiment, FigureResult, FigureSpec, cli, render
+from analysis.common import Experiment, cli, figure_spec
+
+COLUMNS = ["source", "run_id", "model", "category", "seconds_per_rank", "share_pct", "share_of_three_pct"]
+CAPTION = (
+    "Seconds per collective summed per rank, averaged over all ranks; bars: share of all "
+    "communication time. share_of_three_pct in the csv leaves 'other' out, as the paper's three categories do."
+)
 
 CATEGORIES = list(style.CATEGORY_COLORS)
 PAPER_THREE = CATEGORIES[:3]
@@ -41,8 +47,12 @@ def category(level: str, op: str) -> str:
 
 
 def paper_shares() -> dict[str, float]:
-    """Fig. 8's shares, from analysis.claims (encoded once)."""
-    return {c.arg: c.paper_value for c in CLAIMS_BY_ID.values() if c.measure == "breakdown_share"}  # type: ignore[misc]
+    """Fig. 8's shares, from analysis.claims (encoded once; imported here, not above: the claims hold the
+    measurements, which read this figure's data)."""
+    from analysis.claims import CLAIMS
+    from analysis.measurements import breakdown_share
+
+    return {c.arg: c.paper_value for c in CLAIMS if c.measure is breakdown_share}  # type: ignore[misc]
 
 
 def compute(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
@@ -140,22 +150,7 @@ def summary(df: pd.DataFrame) -> str:
     return " | ".join(parts)
 
 
-SPEC = FigureSpec(
-    name="fig8_latency_breakdown",
-    experiment="latency_breakdown",
-    title="Fig. 8: breakdown of communication latency",
-    columns=["source", "run_id", "model", "category", "seconds_per_rank", "share_pct", "share_of_three_pct"],
-    compute=compute,
-    draw=draw,
-    summary=summary,
-    caption_extra="Seconds per collective summed per rank, averaged over all ranks; bars: share of all "
-    "communication time. share_of_three_pct in the csv leaves 'other' out, as the paper's three categories do.",
-    methods=("hsadmm",),
-)
-
-
-def make(results: str | Path, out: str | Path) -> FigureResult:
-    return render(SPEC, Path(results), Path(out))
+SPEC = figure_spec(globals(), "latency_breakdown", COLUMNS, CAPTION, ("hsadmm",))
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ from pathlib import Path
 
 from experiments.common import PROFILE_NAMES, Profile, profile
 from prunex.config import EXECUTOR_NAMES, ArgumentParser, ConfigError, RunConfig
+from prunex.exits import refuse
 from prunex.interrupt import Interrupted, interruptible, last_signal
 from prunex.launch import (
     SubmitInterrupted,
@@ -54,6 +55,7 @@ from prunex.launch import (
 )
 from prunex.lock import LockHeld, results_lock
 from prunex.log import DONE
+from prunex.options import add_config_options
 from prunex.slurm import SlurmOptions, add_cluster_options, check_submission, estimate_for, slurm_options_from_args
 
 RunsFn = Callable[[Profile], list[RunConfig]]
@@ -68,15 +70,8 @@ def parser(name: str, doc: str | None) -> argparse.ArgumentParser:
     p.add_argument(
         "--dry-run", action="store_true", help="print the runs, their Slurm parameters and estimated GPU-hours"
     )
-    p.add_argument(
-        "--checkpoint-every-min",
-        type=float,
-        help="minutes between checkpoints (default 20; 0: at every evaluation point); not part of a run's identity",
-    )
-    p.add_argument(
-        "--detach", action="store_true", help="on Ctrl-C/SIGTERM leave Slurm jobs running (default: cancel them)"
-    )
-    add_cluster_options(p)  # --device, --site, --account, ... (prunex.slurm)
+    add_config_options(p, only=("checkpoint_every_min",))  # applied to every run; not part of a run's identity
+    add_cluster_options(p)  # --device, --site, --account, ..., --detach (prunex.slurm)
     return p
 
 
@@ -235,15 +230,8 @@ def run_experiments(
                             failures += execute(cs, slurm, detach=args.detach)
             except KeyboardInterrupt:
                 raise Interrupted("interrupted before anything was submitted", last_signal()) from None
-    except Interrupted as e:
-        print(str(e), file=sys.stderr)
-        return e.exit_code
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except LockHeld as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 3
+    except (Interrupted, ConfigError, LockHeld) as e:
+        return refuse(e, {ConfigError: 2, LockHeld: 3})
     if failures:
         print(f"[{label}] {len(failures)} failed run(s):", file=sys.stderr)
         for run_name, err in failures:

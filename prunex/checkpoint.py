@@ -11,7 +11,7 @@ Which state is whose is each method's `state_dict()` (`prunex.methods`): the mod
 ddp, topk and pactrain and the global z of the ADMM methods are replicated; z_i (`z_node`) and v are
 the node's; theta, u, momentum, Top-K's error-feedback residuals, BatchNorm statistics and the RNG
 states are each rank's. At 16 x 4 this writes one copy of the replicated state instead of 64
-(`python -m prunex.bench.checkpoints` prints the bytes per method).
+(`python -m benchmarks.checkpoints` prints the bytes per method).
 
 When (`prunex.train`): at an evaluation point, once a rank's clock says `checkpoint_every_min`
 minutes have passed since the last set (0: at every evaluation point, for tests), or once a rank
@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import random
 import re
 import shutil
@@ -324,13 +323,6 @@ class Preemption:
     @classmethod
     def requested(cls) -> bool:
         return cls._active is not None and cls._active.received
-
-
-def inject_signal_for_tests() -> None:
-    """Fault injection (tests): send this process submitit's preemption signal, as Slurm would."""
-    from submitit import JobEnvironment
-
-    os.kill(os.getpid(), getattr(signal, "SIG" + JobEnvironment.USR_SIG))
 
 
 def newest_common_iteration(run_dir: Path, world_size: int | None = None) -> int | None:

@@ -93,10 +93,14 @@ def options_for(config: RunConfig) -> Options:
     return replace(Options.from_config(config), dynamic_fraction=min(a.freeze_iteration, a.iterations) / a.iterations)
 
 
-def _evaluations(iterations: int, eval_every: int) -> int:
-    """Evaluation points of `iterations` epochs (SGD) or outer iterations (ADMM): every
-    `eval_every`-th and the last (`prunex.methods`)."""
-    return iterations // eval_every + (1 if iterations % eval_every else 0)
+def evaluation_points(config: RunConfig) -> int:
+    """Evaluation points of a run: every `eval_every`-th of its epochs (SGD) or outer iterations plus
+    retraining epochs (ADMM), and the last (`prunex.methods`)."""
+    if method_info(config.method).outer_iterations:
+        iterations = config.admm.iterations + config.admm.retrain_epochs
+    else:
+        iterations = config.epochs
+    return iterations // config.eval_every + (1 if iterations % config.eval_every else 0)
 
 
 def estimate_run(
@@ -136,14 +140,12 @@ def estimate_run(
             frozen = replace(opts, local_epochs=1)
             retrain = method_workload(config.method, spec, frozen, world, shard, dynamic=0.0)
             train += a.retrain_epochs * iteration_cost(retrain, m, p, c.network, device, frozen).iter_s
-        evaluations = _evaluations(a.iterations + a.retrain_epochs, config.eval_every)
     else:
         epoch = epoch_cost(config.method, spec, m, p, c.network, device, opts, size)
         train = config.epochs * epoch["epoch_s"]
-        evaluations = _evaluations(config.epochs, config.eval_every)
     steps_per_epoch = math.ceil(shard / opts.batch_size)
     test_slice = math.ceil(TEST_SIZES.get(config.dataset, 0) / world)  # sharded evaluation
     forward_images = test_slice + min(config.bn_batches, steps_per_epoch) * opts.batch_size
-    eval_s = evaluations * forward_images * per_sample * FORWARD_SHARE
+    eval_s = evaluation_points(config) * forward_images * per_sample * FORWARD_SHARE
     limit = policy.limit_min(train + eval_s, max_time_min) if policy is not None else None
     return RunEstimate(config.name, c.name, world, train, eval_s, limit)

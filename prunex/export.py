@@ -42,6 +42,7 @@ import torch
 from torch import Tensor, nn
 from torch.utils.flop_counter import FlopCounterMode
 
+from prunex.exits import refuse
 from prunex.pruning import GroupMask
 from prunex.pruning.channels import ChannelGraph, UnsupportedGraph, nonzero_counts, removable_channels, trace_channels
 
@@ -376,12 +377,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         result = export_run(args.run_dir, args.out, device=args.device, check_samples=args.check_samples)
-    except ExportError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except ExactnessError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    except (ExportError, ExactnessError) as e:
+        return refuse(e, {ExportError: 2, ExactnessError: 1})
     print(f"{Path(args.run_dir).name}: {summary(result)}")
     print(f"wrote {result.file} and {Path(args.run_dir) / EXPORT_JSON}")
     return 0

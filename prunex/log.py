@@ -10,6 +10,9 @@ leaves the finished iterations readable. When the run ends, rank 0 merges the pa
 - `comm.parquet`: one row per collective call and rank;
 - any other table a method logs (`residuals`, `masks`, `wire`), concatenated over ranks.
 
+Every row's `link_model` is the first attempt's `meta.json` record of what shaped the inter-node
+links (`prunex.minicluster.wire.observed_link_model`), which the run's configuration does not change.
+
 `merge_parts` can also be run on a partial run (analysis does so), and writes the DONE marker
 only when asked by the finished run. Every file is written atomically: temp file, fsync, rename.
 """
@@ -60,6 +63,28 @@ COMM_COLUMNS = [
     "seconds",
     "inter_bytes",
     "intra_bytes",
+]
+# inference.parquet (prunex.bench.inference), here so that analysis reads it without importing torch
+INFERENCE_COLUMNS = [
+    "run_id",
+    "arch",
+    "variant",
+    "device",
+    "hardware",
+    "threads",
+    "load_1min",
+    "batch",
+    "repeats",
+    "latency_ms",
+    "latency_p10_ms",
+    "latency_p90_ms",
+    "throughput_per_s",
+    "params",
+    "flops",
+    "params_ratio",
+    "flops_ratio",
+    "latency_ratio",
+    "speedup",
 ]
 RANK_STEP_COLUMNS = ["iteration", "rank", "epoch", "wall_s", "train_loss", "test_acc", "comm_s", "compute_s", "iter_s"]
 DONE = "DONE"
@@ -162,12 +187,15 @@ def merge_parts(run_dir: str | Path, *, done: bool = False) -> dict[str, pd.Data
     """Merge the ranks' part files into the run's tables (see module docstring)."""
     run_dir = Path(run_dir)
     config = json.loads((run_dir / "config.json").read_text())
+    meta_path = run_dir / "meta.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
     static = {
         "run_id": config["name"],
         "method": config["method"],
         "model": config["model"],
         "dataset": config["dataset"],
-        "link_model": config["link"]["model"],
+        # what shaped the inter-node links (meta.json: e.g. the mini cluster's tc), else what was asked
+        "link_model": meta.get("link_model", config["link"]["model"]),
     }
     out: dict[str, pd.DataFrame] = {}
     comm = _read_parts(run_dir, "comm")

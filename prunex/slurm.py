@@ -93,7 +93,7 @@ class SlurmOptions:
 
 # ----------------------------------------------------------------------------------- the CLI option set
 def add_cluster_options(p: argparse.ArgumentParser) -> None:
-    """`--device` and the Slurm options, for `prunex.run` and `experiments.cli` alike."""
+    """`--device`, the Slurm options and `--detach`: the one set `prunex.run` and `experiments.cli` share."""
     p.add_argument(
         "--device", choices=DEVICE_NAMES, help="default: cuda on the slurm executor and in the paper profile"
     )
@@ -110,6 +110,11 @@ def add_cluster_options(p: argparse.ArgumentParser) -> None:
     s.add_argument("--mem", help="memory per node, e.g. 320G")
     s.add_argument(
         "--sbatch", action="append", default=[], metavar="KEY=VALUE", help="any other sbatch option (repeatable)"
+    )
+    s.add_argument(
+        "--detach",
+        action="store_true",
+        help="on Ctrl-C/SIGTERM leave the Slurm jobs running (default: cancel them); run again to reattach",
     )
 
 

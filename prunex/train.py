@@ -27,22 +27,13 @@ outside the timed region and not logged as training communication. A configurati
 no iteration is an error here too (the launcher refuses it before launching, `check_iterations`):
 a DONE marker always means at least one trained iteration.
 
-Fault injection (tests/faults, tests/test_resume.py): with ``PRUNEX_FAULT_NAN_AT=K`` in its
-environment, rank 0 fills one parameter of its training model with NaN at the start of iteration K,
-so the divergence check (`prunex.methods.base.check_finite`) meets a NaN loss through the ordinary
-training path; with ``PRUNEX_FAULT_PREEMPT_AT=K``, the last rank sends itself submitit's preemption
-signal at the start of iteration K, as Slurm does before a time limit. With
-``PRUNEX_FAULT_HOLD_AT=K``, rank 0 of a run whose name matches ``PRUNEX_FAULT_HOLD_RUNS`` (a glob,
-default every run) stops before iteration K while the file ``PRUNEX_FAULT_HOLD_FILE`` exists
-(without one: for ``PRUNEX_FAULT_HOLD_S`` seconds, default 60), never longer than 80% of the
-collective timeout, so that interrupts and restarts can be tested at a known point of a run.
+Fault injection for the tests (``PRUNEX_FAULT_*``) is `prunex.faults`: one call at the start of each
+iteration, which does nothing unless a test asked for a fault.
 """
 
 from __future__ import annotations
 
 import copy
-import dataclasses
-import fnmatch
 import io
 import json
 import math
@@ -66,10 +57,11 @@ from prunex.config import RunConfig
 from prunex.data import load_dataset
 from prunex.device import machine_rank, place
 from prunex.evaluation import average_bn, combine, count_correct, held_out_slice, recalibrate_bn
+from prunex.faults import Faults
 from prunex.log import RunLog, collect_meta, merge_parts, write_atomic, write_json, write_meta
 from prunex.methods import method_class
 from prunex.methods.base import Context, Method
-from prunex.minicluster.wire import LINK_MODEL, link_model_active, read_counters
+from prunex.minicluster.wire import observed_link_model, read_counters
 from prunex.models import build_model
 from prunex.topology import backend_for, build_groups, discover, init_distributed
 
@@ -79,18 +71,6 @@ def _set_threads(world_on_machine: int, device: torch.device) -> None:
     if device.type == "cuda" or "OMP_NUM_THREADS" in os.environ:
         return
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(world_on_machine, 1)))
-
-
-def _hold(config: RunConfig) -> None:
-    """The PRUNEX_FAULT_HOLD_* pause (module docstring)."""
-    if not fnmatch.fnmatch(config.name, os.environ.get("PRUNEX_FAULT_HOLD_RUNS", "*")):
-        return
-    path = os.environ.get("PRUNEX_FAULT_HOLD_FILE")
-    limit = min(float(os.environ.get("PRUNEX_FAULT_HOLD_S", "60")), 0.8 * config.collective_timeout_s)
-    print(f"[{config.name}] fault injection: holding", flush=True)
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline and (path is None or os.path.exists(path)):
-        time.sleep(0.1)
 
 
 def mean_over_ranks(value: float, group: dist.ProcessGroup, device: torch.device) -> float:
@@ -149,16 +129,15 @@ def _evaluate(
 
 def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path:
     groups = build_groups(topo, config.collective_timeout_s)
-    if config.link.model == "none" and link_model_active():
-        # inside a mini cluster node the inter-node links are shaped by tc: say so in every log row
-        config = dataclasses.replace(config, link=dataclasses.replace(config.link, model=LINK_MODEL))
     comm = Comm(topo, groups, device, config.link)
     log = RunLog(run_dir, topo.rank)
     if topo.rank == 0:
         write_json(run_dir / "config.json", config.to_dict())
         job_keys = ("world_size", "nodes", "procs_per_node", "emulated")
         job_topology = {k: v for k, v in topo.as_dict().items() if k in job_keys}
-        write_meta(run_dir, collect_meta(job_topology, str(device), backend_for(device), comm.link_model))
+        # the link model that shaped the links (a mini cluster's tc), in meta.json and so in every log row
+        link_model = observed_link_model(config.link.model)
+        write_meta(run_dir, collect_meta(job_topology, str(device), backend_for(device), link_model))
 
     seed_everything(config.seed)  # identical initial model on every rank
     model = build_model(config.model).to(device)
@@ -191,18 +170,10 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
     cadence = checkpoint.Cadence(config.checkpoint_every_min)
     k, test_acc = start - 1, float("nan")
     evaluated: tuple[int, nn.Module] | None = None  # the last evaluated model (BatchNorm re-estimated)
-    nan_at = int(os.environ.get("PRUNEX_FAULT_NAN_AT", "-1"))
-    preempt_at = int(os.environ.get("PRUNEX_FAULT_PREEMPT_AT", "-1"))
-    hold_at = int(os.environ.get("PRUNEX_FAULT_HOLD_AT", "-1"))
+    faults = Faults.from_env()  # the tests' fault injection (prunex.faults); nothing otherwise
     for k in range(start, total):
         comm.iteration = k
-        if k == hold_at and topo.rank == 0:
-            _hold(config)
-        if k == nan_at and topo.rank == 0:
-            with torch.no_grad():
-                next(ctx.model.parameters()).fill_(float("nan"))
-        if k == preempt_at and topo.rank == topo.world_size - 1:
-            checkpoint.inject_signal_for_tests()
+        faults.before_iteration(k, config, topo, ctx.model)
         span = comm.timer.start()  # the device's clock, as every comm and compute time (prunex.timing)
         try:
             result = method.train_iteration(k)

@@ -1,6 +1,6 @@
 """Checkpoints by owner: which rank writes what (2 x 2, every method, real gloo processes), that the
 "replicated" and "node" parts really are identical where they claim to be, their sizes against the
-model-size formula of `prunex.bench.checkpoints`, bitwise resume through the files; the newest
+model-size formula of `benchmarks.checkpoints`, bitwise resume through the files; the newest
 complete set, the clock, and the deferral of submitit's preemption signal."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import torch
 from distributed import run_distributed
 from torch.utils.data import TensorDataset
 
+from benchmarks.checkpoints import rng_bytes, role_bytes
 from prunex import checkpoint
-from prunex.bench.checkpoints import rng_bytes, role_bytes
 from prunex.config import ADMMConfig, PacTrainConfig, RunConfig, TopKConfig
 from prunex.perfmodel.workload import model_spec
 from prunex.topology import Topology

@@ -122,3 +122,42 @@ def test_cli_module_runs_as_a_program() -> None:
     assert proc.returncode == 2 and proc.stderr.strip() == "error: unknown method 'nope'; known: " + ", ".join(
         METHOD_NAMES
     )
+
+
+# Every option name prunex.run had before its options were generated from the config's fields.
+_OPTIONS_BEFORE = (
+    "--method --model --dataset --data-root --nodes --procs-per-node --executor --results --experiment --name "
+    "--epochs --batch-size --lr --momentum --weight-decay --seed --eval-every --bn-batches --num-workers "
+    "--train-subset --collective-timeout-s --checkpoint-every-min --detach --iterations --local-epochs "
+    "--freeze-iteration --freeze-patience --retrain-epochs --topk-warmup-epochs --prune-epochs --prune-every "
+    "--channel-keep --filter-keep --shape-keep --bucket-mb --rho-intra --rho-inter --rho-max --topk-ratio "
+    "--density --inter-latency-s --inter-bw-gbit --flops-keep --layers --momentum-policy --average-bn-stats "
+    "--grad-dtype --topk-momentum-correction --link-model --init-from --flops-from --export --device --site "
+    "--account --partition --time-min --gpus-per-node --gres --cpus-per-task --mem --sbatch"
+).split()
+
+
+def test_every_config_field_is_an_option_and_every_old_option_stays() -> None:
+    from prunex.options import _nested, config_from_args, options
+    from prunex.run import build_parser
+
+    p = build_parser()
+    flags = {s for a in p._actions for s in a.option_strings}
+    assert set(_OPTIONS_BEFORE) <= flags
+    fields = {f.name for f in dataclasses.fields(RunConfig)} - set(_nested()) - {"device"}
+    fields |= {f"{s}.{f.name}" for s, cls in _nested().items() for f in dataclasses.fields(cls)}
+    assert {o.dotted for o in options()} == fields and {o.flag for o in options()} <= flags
+    argv = "--method topk --topk-ratio 0.1 --no-adaptive-rho --link-model alpha-beta --inter-bw-gbit 2 --lr 0.5"
+    config = config_from_args(p.parse_args([*argv.split(), "--export", "--bucket-cap-mb", "5", "--device", "cpu"]))
+    expected = RunConfig(
+        method="topk",
+        lr=0.5,
+        export=True,
+        device="cpu",
+        topk=TopKConfig(ratio=0.1),
+        admm=ADMMConfig(adaptive_rho=False),
+        ddp=dataclasses.replace(RunConfig(method="ddp").ddp, bucket_cap_mb=5.0),
+        link=dataclasses.replace(RunConfig(method="ddp").link, model="alpha-beta", bandwidth_gbit=2.0),
+    )
+    assert config == expected
+    assert config_from_args(p.parse_args(["--method", "ddp"])) == RunConfig(method="ddp")  # unset: defaults

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import sys
 import time
@@ -57,44 +56,17 @@ from prunex.export import (
     load_run_model,
     max_relative_error,
 )
+from prunex.log import INFERENCE_COLUMNS, hardware_name
 
 BATCHES = (1, 128)
 BUDGET_S = 5.0  # seconds of timed repeats per model and batch size
 INFERENCE_FILE = "inference.parquet"
-COLUMNS = [
-    "run_id",
-    "arch",
-    "variant",
-    "device",
-    "hardware",
-    "threads",
-    "load_1min",
-    "batch",
-    "repeats",
-    "latency_ms",
-    "latency_p10_ms",
-    "latency_p90_ms",
-    "throughput_per_s",
-    "params",
-    "flops",
-    "params_ratio",
-    "flops_ratio",
-    "latency_ratio",
-    "speedup",
-]
+COLUMNS = INFERENCE_COLUMNS  # prunex.log: analysis reads the table without torch
 
 
 def hardware(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    name = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return name
+    """The GPU's name, or the CPU model (`prunex.log.hardware_name`)."""
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else hardware_name("cpu")
 
 
 def _timer(device: torch.device) -> Callable[[Callable[[], object]], float]:
@@ -380,16 +352,8 @@ def main(argv: list[str] | None = None) -> int:
 
             if args.model not in MODELS:
                 return fail(f"unknown model {args.model!r}; known: {', '.join(sorted(MODELS))}")
-            df = bench_random(
-                args.model,
-                filter_keep=args.filter_keep,
-                channel_keep=args.channel_keep,
-                out=args.out,
-                device=args.device,
-                budget_s=args.budget_s,
-                batches=batches,
-                warmup=args.warmup,
-            )
+            given = ("filter_keep", "channel_keep", "out", "device", "budget_s", "warmup")  # bench_random's options
+            df = bench_random(args.model, batches=batches, **{k: getattr(args, k) for k in given})
             where = Path(args.out) / INFERENCE_FILE
         else:
             df = bench_run(

@@ -116,6 +116,8 @@ class StepwiseMethod(Method):
     live here.
     """
 
+    optimizer: torch.optim.Optimizer  # made by the subclass (make_sgd)
+
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         self._epoch = -1
@@ -143,6 +145,17 @@ class StepwiseMethod(Method):
 
     def on_epoch_start(self, epoch: int) -> None:
         """Hook for schedules (pruning, Top-K warm-up)."""
+
+    def local_backward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Forward and backward of the mini-batch on this rank's model, for the methods that then exchange
+        its gradients themselves (topk, pactrain); returns the loss. Gradients are zeroed, not freed: the
+        methods pack them into buffers of fixed layout."""
+        model = self.ctx.model
+        model.train()
+        self.optimizer.zero_grad(set_to_none=False)
+        loss = self.criterion(model(x), y)
+        loss.backward()
+        return loss
 
 
 def model_state(model: nn.Module) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:

@@ -193,11 +193,7 @@ class TopK(StepwiseMethod):
 
     def step(self, x: torch.Tensor, y: torch.Tensor) -> float:
         ctx = self.ctx
-        model = ctx.model
-        model.train()
-        self.optimizer.zero_grad(set_to_none=False)
-        loss = self.criterion(model(x), y)
-        loss.backward()
+        loss = self.local_backward(x, y)
 
         timer = ctx.comm.timer
         select = timer.start()

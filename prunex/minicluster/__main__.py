@@ -47,16 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGINT too: run_all.sh starts it in the
             signal.signal(sig, _interrupt)  # background, where SIGINT is ignored unless a handler is set
         try:
-            c = MiniCluster(
-                args.dir,
-                nodes=args.nodes,
-                cpus_per_node=args.cpus_per_node,
-                inter_bw=args.inter_bw,
-                inter_latency=args.inter_latency,
-                mtu=args.mtu,
-                mem_per_node_mb=args.mem_per_node_mb,
-                verbose=not args.quiet,
-            )
+            shape = ("nodes", "cpus_per_node", "inter_bw", "inter_latency", "mtu", "mem_per_node_mb")  # up's options
+            c = MiniCluster(args.dir, verbose=not args.quiet, **{k: getattr(args, k) for k in shape})
             c.up()
         except KeyboardInterrupt:
             print("prunex.minicluster: interrupted; cluster torn down", file=sys.stderr)

@@ -28,6 +28,8 @@ import sys
 import time
 from pathlib import Path
 
+from prunex.jobs import pid_alive as _pid_alive  # a live, non-zombie process
+
 from .wire import LINK_MODEL
 
 DEFAULT_DIR = ".prunex-cluster"
@@ -131,21 +133,6 @@ def requirements_message(missing: list[str]) -> str:
     if tools:
         parts.append(f"missing {', '.join(tools)}; install with: {INSTALL_CMD}")
     return "prunex.minicluster: " + "; ".join(parts)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie counts as dead
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def _comm(pid: int) -> str:
@@ -482,66 +469,19 @@ class MiniCluster:
             raise MiniClusterError("no free TCP port for slurmctld")
 
     def _tbf(self, ns: str | None, dev: str, with_netem_s: float) -> None:
+        """The link's qdiscs: a token bucket at `inter_bw` (if set), under it a netem delay (if any)."""
+        pre = ["tc"] + (["-n", ns] if ns else [])
+        netem = f"netem delay {with_netem_s * 1e6:.0f}us limit 100000".split()
         if not self.inter_bw:
             if with_netem_s > 0:
-                pre = ["tc"] + (["-n", ns] if ns else [])
-                _run(
-                    pre
-                    + [
-                        "qdisc",
-                        "add",
-                        "dev",
-                        dev,
-                        "root",
-                        "netem",
-                        "delay",
-                        f"{with_netem_s * 1e6:.0f}us",
-                        "limit",
-                        "100000",
-                    ]
-                )
+                _run(pre + ["qdisc", "add", "dev", dev, "root"] + netem)
             return
         rate_bps = parse_rate(self.inter_bw)
         burst = int(max(64 * 1024, 4 * (self.mtu + 14), rate_bps * 1e-3))  # >= 1 ms of traffic
-        pre = ["tc"] + (["-n", ns] if ns else [])
-        _run(
-            pre
-            + [
-                "qdisc",
-                "add",
-                "dev",
-                dev,
-                "root",
-                "handle",
-                "1:",
-                "tbf",
-                "rate",
-                self.inter_bw,
-                "burst",
-                str(burst),
-                "latency",
-                "100ms",
-            ]
-        )
+        tbf = ["tbf", "rate", self.inter_bw, "burst", str(burst), "latency", "100ms"]
+        _run(pre + ["qdisc", "add", "dev", dev, "root", "handle", "1:"] + tbf)
         if with_netem_s > 0:
-            _run(
-                pre
-                + [
-                    "qdisc",
-                    "add",
-                    "dev",
-                    dev,
-                    "parent",
-                    "1:1",
-                    "handle",
-                    "10:",
-                    "netem",
-                    "delay",
-                    f"{with_netem_s * 1e6:.0f}us",
-                    "limit",
-                    "100000",
-                ]
-            )
+            _run(pre + ["qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:"] + netem)
 
     @staticmethod
     def _no_ipv6(ns: str | None, dev: str) -> None:

@@ -62,6 +62,13 @@ def link_model_active() -> bool:
     return node_iface() is not None
 
 
+def observed_link_model(asked: str) -> str:
+    """The link model that shapes this process's inter-node links: inside a minicluster node, whose
+    links are shaped by tc, ``LINK_MODEL`` where the configuration asked for none; else ``asked``.
+    Recorded in ``meta.json`` and every log row; the run's configuration is left as it was asked."""
+    return LINK_MODEL if asked == "none" and link_model_active() else asked
+
+
 def read_counters(iface: str | None = None) -> tuple[int, int] | None:
     """(tx_bytes, rx_bytes) of ``iface`` as seen from the calling process's network namespace.
 

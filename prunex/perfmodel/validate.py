@@ -125,6 +125,13 @@ class RunData:
     def run_id(self) -> str:
         return str(self.config.get("name") or self.path.name)
 
+    @property
+    def link_model(self) -> str:
+        """What shaped the inter-node links, as the logs record it (`prunex.log.merge_parts`)."""
+        if "link_model" in self.steps and len(self.steps):
+            return str(self.steps["link_model"].iloc[0])
+        return str(self.config.get("link", {}).get("model", "none"))
+
     def iterations(self) -> list[int]:
         its = sorted(int(i) for i in self.steps["iteration"].unique())
         return its[1:] if len(its) > 1 else its
@@ -252,7 +259,7 @@ def predict_run(run: RunData, net: Network, network_desc: str = "", tolerance: f
         "model": run.config["model"],
         "nodes": run.nodes,
         "procs_per_node": run.procs,
-        "link_model": run.config.get("link", {}).get("model", "none"),
+        "link_model": run.link_model,
         "network": network_desc,
         "undelayed": ",".join(f"{a}/{b}" for a, b in sorted(net.undelayed)) or "-",
         "iterations": len(its),

@@ -163,21 +163,15 @@ def trace_channels(model: nn.Module) -> ChannelGraph:
         elif node.op == "call_module":
             m = modules[node.target]
             src = space_of(node.args[0], node)
-            if isinstance(m, nn.Conv2d):
-                if m.groups != 1:
+            if isinstance(m, (nn.Conv2d, nn.Linear)):  # reads one channel space, writes a new one
+                if isinstance(m, nn.Conv2d) and m.groups != 1:
                     raise UnsupportedGraph(f"{node.target}: grouped convolution (groups={m.groups}) is not supported")
-                need_width(src, m.in_channels, node)
-                s = uf.new()
-                size[s] = m.out_channels
-                writers[node.target], readers[node.target] = s, src
-                reader_inputs[node.target] = node.args[0].name
-                node_uf[node.name] = s
-            elif isinstance(m, nn.Linear):
-                if node.args[0].name not in global_pooled:
+                if isinstance(m, nn.Linear) and node.args[0].name not in global_pooled:
                     raise UnsupportedGraph(f"{node.target}: a Linear layer must read a flattened 1 x 1 global pool")
-                need_width(src, m.in_features, node)
+                conv = isinstance(m, nn.Conv2d)
+                need_width(src, m.in_channels if conv else m.in_features, node)
                 s = uf.new()
-                size[s] = m.out_features
+                size[s] = m.out_channels if conv else m.out_features
                 writers[node.target], readers[node.target] = s, src
                 reader_inputs[node.target] = node.args[0].name
                 node_uf[node.name] = s

@@ -8,7 +8,7 @@
   finished run, reattaches to the running one, deletes no file of it, submits nothing twice, and
   every run completes. Both experiments' runs went out together, as one job array.
 
-Runs hold at a known iteration with PRUNEX_FAULT_HOLD_* (prunex.train) until the test releases
+Runs hold at a known iteration with PRUNEX_FAULT_HOLD_* (prunex.faults) until the test releases
 them. The file name sorts before test_minicluster.py, whose last test takes the session cluster down.
 """
 

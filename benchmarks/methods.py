@@ -2,7 +2,7 @@
 
 Run::
 
-    PYTHONPATH=. python -m prunex.bench.methods [--iterations 10] [--nodes 2 --procs-per-node 2]
+    PYTHONPATH=. python -m benchmarks.methods [--iterations 10] [--nodes 2 --procs-per-node 2]
         [--admm-iterations 2] [--topk-ratio 0.01] [--density 0.5] [--link-model none|alpha-beta]
         [--results DIR]
 
@@ -217,7 +217,7 @@ def header_lines(args: argparse.Namespace, first_run: Path) -> list[str]:
     elif link["model"] == "none":
         link_text += " (no shaping: ranks of emulated nodes talk over loopback)" if topo.get("emulated") else ""
     return [
-        f"# prunex.bench.methods  {time.strftime('%Y-%m-%d %H:%M')}  torch {meta['packages']['torch']}",
+        f"# benchmarks.methods  {time.strftime('%Y-%m-%d %H:%M')}  torch {meta['packages']['torch']}",
         f"# hardware: {meta['hardware']} ({meta['device']}, backend {meta['backend']}, "
         f"{meta['cpu_threads']} threads/rank)  host {meta['hostname']}",
         f"# topology: {topo['nodes']} nodes x {topo['procs_per_node']} procs"
@@ -230,7 +230,7 @@ def header_lines(args: argparse.Namespace, first_run: Path) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m prunex.bench.methods", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.methods", description=__doc__.split("\n")[0])
     p.add_argument("--iterations", type=int, default=10, help="measured SGD iterations (after iteration 0)")
     p.add_argument("--admm-iterations", type=int, default=2, help="measured ADMM outer iterations (after 0)")
     p.add_argument("--nodes", type=int, default=2)

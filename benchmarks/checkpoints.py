@@ -1,6 +1,6 @@
 """What checkpoints and evaluation cost a profile, computed from model sizes: bytes, sets, GPU-hours.
 
-    PYTHONPATH=. python -m prunex.bench.checkpoints [--profile paper] [--cluster puhti] [--every-min 20]
+    PYTHONPATH=. python -m benchmarks.checkpoints [--profile paper] [--cluster puhti] [--every-min 20]
         [--sgd-epochs N] [--admm-iterations K]
 
 Two tables, each "before" and "after" issue 14's changes, for the profile's budget (or the one given
@@ -10,15 +10,17 @@ with ``--sgd-epochs``/``--admm-iterations``, e.g. 80 and 16, the paper profile's
    sets per run and bytes written per run. *Before*: every rank wrote its whole state at every
    evaluation point. *After*: each piece once by its owner (`role_bytes`, the split of the methods'
    `state_dict`), one set per `--every-min` minutes of training.
-2. The profile: runs, and a compute-only lower bound on GPU-hours: training (the performance model's
-   epoch time on the cluster file, `prunex.perfmodel.epoch_cost`) plus evaluation at every evaluation
-   point (forward passes at a third of a training sample's compute: BatchNorm re-estimation on 20
-   batches and the test split). *Before*: every experiment trained its own runs and every rank
-   evaluated the whole test split. *After*: one run per distinct training, the split shared by the ranks.
+2. The profile: runs, and a compute-only lower bound on GPU-hours: `prunex.estimate.estimate_run`,
+   the estimate `--dry-run` and the Slurm time limits use (training from the performance model on the
+   cluster file; evaluation at every evaluation point, forward passes at a third of a training
+   sample's compute: BatchNorm re-estimation on ``bn_batches`` batches and the test split).
+   *Before*: every experiment trained its own runs and every rank evaluated the whole test split.
+   *After*: one run per distinct training, the split shared by the ranks.
 
 Bytes are fp32 tensors (bool masks: 1 byte) plus each rank's RNG states, as `torch.save` writes
 them, without its few hundred bytes per tensor of framing (`tests/test_checkpoint.py` checks the
-split against the files a 2 x 2 run writes). ADMM runs may stop early on convergence: their
+split against the files a 2 x 2 run writes). Not-modelled costs (start-up, queueing) are left out, as in
+`estimate_run`. ADMM runs may stop early on convergence: their
 figures are upper bounds. Nothing here is measured on a GPU.
 """
 
@@ -33,11 +35,13 @@ from dataclasses import dataclass
 
 import torch
 
-from prunex.perfmodel.workload import Device, ModelSpec, Options, epoch_cost, kept_from_keep, model_spec
+from prunex.config import RunConfig
+from prunex.estimate import FORWARD_SHARE, TEST_SIZES, estimate_run, evaluation_points
+from prunex.methods.registry import METHOD_NAMES
+from prunex.perfmodel.calibrate import Cluster
+from prunex.perfmodel.workload import ModelSpec, model_spec
 
 FP32 = 4
-TEST_IMAGES = {"cifar10": 10_000, "digits": 359}  # CIFAR-10's test batch; digits: 1797 - 1438 (prunex.data)
-FORWARD_SHARE = 1.0 / 3.0  # a forward pass is ~1/3 of a training sample (backward ~2x forward)
 
 
 def rng_bytes() -> int:
@@ -65,6 +69,7 @@ def role_bytes(method: str, spec: ModelSpec) -> dict[str, int]:
         "hsadmm": {"replicated": p, "node": 2 * p, "rank": 3 * p + b},  # z; z_i, v; theta, momentum, u
         "flat_admm": {"replicated": p, "node": 0, "rank": 3 * p + b},  # z; theta, momentum, u
     }
+    roles["prune_finetune"] = roles["ddp"]  # DDP's state: the masks are rebuilt from the dense run on start
     if method not in roles:
         raise ValueError(f"unknown method {method!r}; known: {', '.join(roles)}")
     return roles[method]
@@ -98,47 +103,23 @@ class RunCost:
         return (self.train_s * self.gpus + self.eval_gpu_s_after) / 3600
 
 
-def run_cost(config, cluster) -> RunCost:  # config: RunConfig; cluster: prunex.perfmodel.Cluster
-    """Training seconds and evaluation GPU-seconds of one run on `cluster` (module docstring)."""
-    c = cluster.compute_s_per_sample[config.model]
-    spec = model_spec(config.model)
-    a = config.admm
-    opts = Options(
-        batch_size=config.batch_size,
-        local_epochs=a.local_epochs,
-        channel_keep=a.channel_keep,
-        filter_keep=a.filter_keep,
-        shape_keep=a.shape_keep,
-        topk_ratio=config.topk.ratio,
-        density=config.pactrain.density,
-        dynamic_fraction=min(1.0, a.freeze_iteration / a.iterations),
-    )
-    kept = kept_from_keep(spec, a.filter_keep, a.channel_keep, a.layers)
-    size = cluster.dataset_sizes[config.dataset]
-    e = epoch_cost(
-        config.method,
-        spec,
-        config.nodes,
-        config.procs_per_node,
-        cluster.network,
-        Device(c, cluster.mem_bw, cluster.launch_s),
-        opts,
-        size,
-        kept,
-    )
-    admm = config.method in ("hsadmm", "flat_admm")
-    epochs = (a.iterations + a.retrain_epochs) * a.local_epochs if admm else config.epochs
-    points = math.ceil((a.iterations + a.retrain_epochs) / config.eval_every) if admm else config.epochs
-    world = config.nodes * config.procs_per_node
-    forward = c * FORWARD_SHARE
-    bn = config.bn_batches * config.batch_size * forward
-    test = TEST_IMAGES[config.dataset] * forward
+def run_cost(config: RunConfig, cluster: Cluster) -> RunCost:
+    """Training seconds and evaluation GPU-seconds of one run on `cluster` (module docstring), from
+    `prunex.estimate.estimate_run`, the estimate every caller uses. *After* is that estimate (each rank
+    evaluates its slice of the split); *before* adds, per evaluation point and rank, the rest of the
+    split that every rank evaluated."""
+    est = estimate_run(config, cluster)
+    points = evaluation_points(config)
+    world = config.world_size
+    forward = cluster.compute_s_per_sample[config.model] * FORWARD_SHARE
+    test = TEST_SIZES[config.dataset]
+    unsharded = points * (test - math.ceil(test / world)) * forward  # wall seconds of the rest of the split
     return RunCost(
-        train_s=epochs * e["epoch_s"],
+        train_s=est.train_s,
         eval_points=points,
         gpus=world,
-        eval_gpu_s_before=points * world * (bn + test),
-        eval_gpu_s_after=points * (world * bn + test),
+        eval_gpu_s_before=world * (est.eval_s + unsharded),
+        eval_gpu_s_after=world * est.eval_s,
     )
 
 
@@ -152,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     from experiments.common import profile
     from prunex.perfmodel import load_cluster
 
-    ap = argparse.ArgumentParser(prog="python -m prunex.bench.checkpoints", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.checkpoints", description=__doc__.split("\n")[0])
     ap.add_argument("--profile", default="paper")
     ap.add_argument("--cluster", default="puhti")
     ap.add_argument("--every-min", type=float, default=20.0, help="checkpoint cadence after the change")
@@ -183,11 +164,11 @@ def main(argv: list[str] | None = None) -> int:
         f"cadence after: {args.every_min:g} min"
     )
     print("\n1. checkpoints of one run at the profile's topology (GB)")
-    header = f"{'method':<10} {'set before':>11} {'set after':>10} {'sets before':>12} {'sets after':>11} "
+    header = f"{'method':<14} {'set before':>11} {'set after':>10} {'sets before':>12} {'sets after':>11} "
     header += f"{'run before':>11} {'run after':>10} {'train min':>10}"
     print(header)
     by_method = {c.method: c for c in asked if (c.nodes, c.model) == (base.nodes, base.model)}
-    for method in ("ddp", "topk", "pactrain", "flat_admm", "hsadmm"):
+    for method in METHOD_NAMES:
         if method not in by_method:
             continue
         c = by_method[method]
@@ -195,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         cost = run_cost(c, cluster)
         sets_after = math.floor(cost.train_s / (args.every_min * 60)) if args.every_min > 0 else cost.eval_points
         print(
-            f"{method:<10} {_gb(sb['before']):>11} {_gb(sb['after']):>10} {cost.eval_points:>12} {sets_after:>11} "
+            f"{method:<14} {_gb(sb['before']):>11} {_gb(sb['after']):>10} {cost.eval_points:>12} {sets_after:>11} "
             f"{_gb(sb['before'] * cost.eval_points):>11} {_gb(sb['after'] * sets_after):>10} "
             f"{cost.train_s / 60:>10.1f}"
         )

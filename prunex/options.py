@@ -1,0 +1,170 @@
+"""Command-line options generated from the configuration dataclasses' fields (`prunex.config`).
+
+    python -m prunex.run --help
+
+Every field of `RunConfig` and of its nested configurations is one option, so a field added to a
+dataclass is an option without further code, and a value is validated in one place, the dataclass:
+
+- `RunConfig`'s own fields: ``--field-name`` (``batch_size`` -> ``--batch-size``); ``device`` is
+  `prunex.slurm.add_cluster_options`' (shared with the experiments' command line).
+- a nested configuration's fields, in an option group of their own, named by `SECTIONS`: ADMM,
+  PacTrain, DDP and prune-then-finetune fields as they are (``--channel-keep``, ``--density``,
+  ``--grad-dtype``, ``--init-from``), Top-K's with a ``topk-`` prefix (``--topk-ratio``), the
+  link model's under the network's names (``--link-model --inter-latency-s --inter-bw-gbit``).
+
+An option's type is its field's annotation (a ``bool`` field is ``--x/--no-x``); every option
+defaults to None, "the configuration's default", which its help states. `config_from_args` builds
+the `RunConfig` from the options given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from prunex.config import RunConfig
+
+
+@dataclass(frozen=True)
+class Section:
+    """How a nested configuration's fields are named on the command line."""
+
+    prefix: str = ""
+    renames: dict[str, str] = field(default_factory=dict)  # field -> option name (without dashes)
+    choices: dict[str, tuple[str, ...]] = field(default_factory=dict)  # field -> argparse choices
+
+    def option(self, name: str) -> str:
+        return self.renames.get(name, self.prefix + name)
+
+
+SECTIONS: dict[str, Section] = {
+    "admm": Section(),
+    "topk": Section(prefix="topk_"),
+    "pactrain": Section(),
+    "ddp": Section(choices={"grad_dtype": ("fp32", "bf16", "fp16")}),
+    "prune_finetune": Section(),
+    "link": Section(renames={"model": "link_model", "alpha_s": "inter_latency_s", "bandwidth_gbit": "inter_bw_gbit"}),
+}
+SHARED = ("device",)  # RunConfig fields whose option another module defines (prunex.slurm)
+
+# What a field's default does not say by itself (the option's help adds the field and its default).
+HELP = {
+    "experiment": "directory level above the run",
+    "name": "run name (part of its run_id and directory)",
+    "bn_batches": "BatchNorm re-estimation batches before evaluating (0: off)",
+    "train_subset": "use only the first n training images",
+    "checkpoint_every_min": "minutes between checkpoints, taken at the next evaluation point (0: at every one)",
+    "export": "after training: export the compact model and bench inference (prunex.export, prunex.bench.inference)",
+    "admm.layers": "fnmatch glob of the constrained parameter names",
+    "admm.momentum_policy": "ADMM: SGD momentum across outer iterations, carry or reset",
+    "admm.average_bn_stats": "ADMM: average BatchNorm statistics at every consensus (unset: only with --bn-batches 0)",
+    "link.model": "none, alpha-beta or netns-tc",
+    "prune_finetune.init_from": "prune_finetune: run (same experiment) whose final model is pruned",
+    "prune_finetune.flops_from": "prune_finetune: run whose exported FLOPs fraction is the target",
+}
+_TYPES = {"int": int, "float": float, "str": str}
+
+
+@dataclass(frozen=True)
+class Option:
+    """One generated option: the config field it sets (``section`` "" for RunConfig's own)."""
+
+    section: str
+    field: str
+    dest: str  # argparse's attribute name; the option is --dest with dashes
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.dest.replace("_", "-")
+
+    @property
+    def dotted(self) -> str:
+        return f"{self.section}.{self.field}" if self.section else self.field
+
+
+def _nested() -> dict[str, type]:
+    """RunConfig's nested configurations: section name -> dataclass."""
+    return {
+        f.name: f.default_factory  # type: ignore[misc]
+        for f in dataclasses.fields(RunConfig)
+        if f.default_factory is not dataclasses.MISSING and dataclasses.is_dataclass(f.default_factory)
+    }
+
+
+def options() -> list[Option]:
+    """Every generated option, RunConfig's own fields first, then each section's."""
+    nested = _nested()
+    out = [Option("", f.name, f.name) for f in dataclasses.fields(RunConfig) if f.name not in nested]
+    out = [o for o in out if o.field not in SHARED]
+    for section, cls in nested.items():
+        naming = SECTIONS.get(section, Section(prefix=section + "_"))
+        out += [Option(section, f.name, naming.option(f.name)) for f in dataclasses.fields(cls)]
+    dests = [o.dest for o in out]
+    clashes = sorted({d for d in dests if dests.count(d) > 1})
+    if clashes:  # a field added to a section under a name another section or RunConfig already uses
+        raise RuntimeError(
+            f"configuration fields share option names: {', '.join(clashes)}; see prunex.options.SECTIONS"
+        )
+    return out
+
+
+def _field(o: Option) -> dataclasses.Field:
+    cls = _nested()[o.section] if o.section else RunConfig
+    return next(f for f in dataclasses.fields(cls) if f.name == o.field)
+
+
+def _default(f: dataclasses.Field) -> Any:
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+
+
+def add_config_options(p: argparse.ArgumentParser, only: Iterable[str] | None = None) -> None:
+    """Add the generated options to `p` (`only`: dotted field names, e.g. ``("checkpoint_every_min",)``)."""
+    wanted = None if only is None else set(only)
+    groups: dict[str, Any] = {}
+    nested = _nested()
+    for o in options():
+        if wanted is not None and o.dotted not in wanted:
+            continue
+        f = _field(o)
+        kinds = [k.strip() for k in str(f.type).split("|") if k.strip() != "None"]
+        default = _default(f)
+        shown = "the dataset's" if default is None and o.field in ("epochs", "batch_size", "lr") else repr(default)
+        note = HELP.get(o.dotted, "")
+        kwargs: dict[str, Any] = {"dest": o.dest, "default": None, "help": f"{note}{'; ' if note else ''}"}
+        kwargs["help"] += f"{o.dotted}, default {shown}"
+        if o.field == "method" and not o.section:
+            kwargs.update(required=True, help=note or "the training method (prunex.methods.registry)")
+        if kinds == ["bool"]:
+            kwargs["action"] = argparse.BooleanOptionalAction
+        else:
+            kwargs["type"] = _TYPES[kinds[0]]
+            choices = SECTIONS[o.section].choices.get(o.field) if o.section in SECTIONS else None
+            if choices:
+                kwargs["choices"] = choices
+        if o.section:
+            if o.section not in groups:
+                groups[o.section] = p.add_argument_group(f"{o.section} options ({nested[o.section].__name__})")
+            groups[o.section].add_argument(o.flag, **kwargs)
+        else:
+            p.add_argument(o.flag, **kwargs)
+
+
+def config_from_args(args: argparse.Namespace) -> RunConfig:
+    """A validated RunConfig from parsed options: the options given, every other field at its default."""
+    nested = _nested()
+    top = {
+        f.name: getattr(args, f.name)
+        for f in dataclasses.fields(RunConfig)
+        if f.name not in nested and getattr(args, f.name, None) is not None
+    }
+    sections: dict[str, dict[str, Any]] = {}
+    for o in options():
+        value = getattr(args, o.dest, None)
+        if o.section and value is not None:
+            sections.setdefault(o.section, {})[o.field] = value
+    for section, values in sections.items():
+        top[section] = nested[section](**values)
+    return RunConfig(**top)
