@@ -16,7 +16,7 @@ die() { printf 'error: %s\n' "$*" >&2; exit 2; }
 PYTHON_MIN=3.10
 MODULES_MAIN="torch torchvision submitit pandas pyarrow numpy matplotlib seaborn sklearn"
 MODULES_CHECK="torch torchvision submitit pandas pyarrow numpy sklearn"
-MODULES_TEST="$MODULES_MAIN pytest ruff"
+MODULES_TEST="$MODULES_MAIN pytest pytest_timeout ruff"
 
 python_version() {  # X.Y.Z of a python, any version (also 2.7 and 3.6)
   "$1" -c 'import sys; print("%d.%d.%d" % tuple(sys.version_info[:3]))' 2>/dev/null

