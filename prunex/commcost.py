@@ -16,11 +16,12 @@ rank order, each member sending to its successor:
 
 | op | bytes each member sends (`member_bytes`) | messages on the critical path (`ring_steps`) |
 |---|---|---|
-| allreduce, mask_sync, barrier | 2 (p-1)/p n (reduce-scatter + allgather) | 2 (p-1) |
-| allgather | (p-1) n | p-1 |
+| allreduce, barrier | 2 (p-1)/p n (reduce-scatter + allgather) | 2 (p-1) |
+| allgather, mask_sync | (p-1) n | p-1 |
 | broadcast | n, except the chain's last member (the one before the root) | p-1 (chain), ceil(log2 p) (tree) |
 
-A barrier is a 1-byte AllReduce (`prunex.comm.Comm.barrier`) and is counted as one everywhere.
+A barrier is a 1-byte AllReduce (`prunex.comm.Comm.barrier`) and is counted as one everywhere; a
+mask_sync is an AllGather of packed bitsets, ``n = ceil(flags / 8)`` (`prunex.comm.Comm.mask_sync`).
 
 A send crosses a node boundary when the ring successor lives on another node: ``intra`` groups
 never cross; ``inter`` groups cross on every hop when M > 1; the ``flat`` ring crosses on the M hops
@@ -51,7 +52,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 OPS = ("allreduce", "broadcast", "allgather", "mask_sync", "barrier")
-ALLREDUCE_LIKE = ("allreduce", "mask_sync", "barrier")  # a barrier is a 1-byte AllReduce (`Comm.barrier`)
+ALLREDUCE_LIKE = ("allreduce", "barrier")  # a barrier is a 1-byte AllReduce (`Comm.barrier`)
+ALLGATHER_LIKE = ("allgather", "mask_sync")  # the mask union all-gathers packed bitsets (`Comm.mask_sync`)
 LEVELS = ("intra", "inter", "flat")
 BROADCAST_ALGOS = ("tree", "ring")
 FIT_WEIGHTINGS = ("scaled", "relative", "absolute")
@@ -94,7 +96,7 @@ def crosses(level: str, nodes: int) -> bool:
 # ----------------------------------------------------------------------------------------- bytes
 def ring_steps(op: str, p: int, broadcast_algo: str = "ring") -> int:
     """Messages on the critical path of one collective of ``p`` members (each costs one alpha):
-    ``2 (p-1)`` (allreduce, mask_sync, barrier), ``p-1`` (allgather), ``p-1`` (chain broadcast) or
+    ``2 (p-1)`` (allreduce, barrier), ``p-1`` (allgather, mask_sync), ``p-1`` (chain broadcast) or
     ``ceil(log2 p)`` (tree broadcast). Thakur et al. 2005."""
     _check_op(op)
     if p <= 1:
@@ -113,7 +115,7 @@ def member_bytes(op: str, nbytes: float, p: int) -> float:
         return 0.0
     if op in ALLREDUCE_LIKE:
         return 2.0 * (p - 1) / p * nbytes
-    if op == "allgather":
+    if op in ALLGATHER_LIKE:
         return float((p - 1) * nbytes)
     return float(nbytes)
 
@@ -298,6 +300,11 @@ def ddp_bucket_sizes(param_bytes: Iterable[int], cap_bytes: int) -> list[int]:
 
 
 # ---------------------------------------------------------------------------------------- counts
+def packed_bytes(flags: int) -> int:
+    """Bytes of a bitset of ``flags`` 0/1 flags packed eight to a byte (`Comm.mask_sync`): ceil(flags / 8)."""
+    return (int(flags) + 7) // 8
+
+
 def check_keep(keep: float, what: str = "keep") -> None:
     """Refuse a keep rate outside (0, 1] (bools and NaN included)."""
     if not isinstance(keep, (int, float)) or isinstance(keep, bool) or not 0.0 < keep <= 1.0:

@@ -71,6 +71,22 @@ class HSADMM(ConsensusEngine):
         self.intra_buckets = Bucketer(self.cfg.bucket_mb, self.dtype, self.device)
         self.inter_buckets = Bucketer(self.cfg.bucket_mb, self.dtype, self.device)
 
+    def total(self, rows: list[list[float]]) -> list[list[float]]:
+        """The residual table summed over every rank (Alg. 1 line 28), kept off the flat group: float32,
+        an AllReduce(sum) in the node, one across nodes by the leaders only, then a Broadcast in the node.
+
+        Deliberately not the float64 flat AllReduce of `ConsensusEngine.total`: the totals only feed the
+        stopping test and residual balancing (ratios against mu = 10), for which float32's 1e-7 relative
+        error is immaterial, and a node's link then carries 2 (M-1)/M of a 4-byte table once instead of
+        2 (N-1)/N of an 8-byte one. The logged per-rank residuals are computed before and are unchanged.
+        """
+        table = torch.tensor(rows, dtype=torch.float32, device=self.device)
+        self.comm.all_reduce(table, "intra", "sum")
+        if self.topo.is_leader:
+            self.comm.all_reduce(table, "inter", "sum")
+        self.comm.broadcast(table, "intra")
+        return table.cpu().tolist()
+
     @torch.no_grad()
     def consensus(self, k: int, *, force_frozen: bool = False) -> ConsensusResult:
         """One consensus round after the local training of outer iteration `k` (0-based)."""

@@ -83,9 +83,9 @@ def project_or_freeze(z: Tensor, sparsity: LayerSparsity, frozen: GroupMask | No
 
 
 def sync_masks(node_masks: Mapping[str, GroupMask], comm: Comm) -> dict[str, GroupMask]:
-    """Eq. (14): the union of the nodes' masks, per group, by a uint8 AllReduce-MAX over the leaders
-    (MAX is OR on {0, 1}), then an intra-node Broadcast so that every worker knows the global index
-    sets (Alg. 1 line 25)."""
+    """Eq. (14): the union of the nodes' masks, per group, over the leaders (`Comm.mask_sync`: packed
+    bitsets all-gathered and OR-ed locally), then an intra-node Broadcast of the uint8 flags so that
+    every worker knows the global index sets (Alg. 1 line 25)."""
     vec = torch.cat([m.vector() for m in node_masks.values()])
     if comm.topo.is_leader:
         comm.mask_sync(vec, "inter")

@@ -5,12 +5,12 @@ The formulas themselves (ring steps, bytes per member, Hockney's ``alpha + m / b
 `prunex.commcost`'s, the module the instrumented collectives of `prunex.comm` log with; this module
 adds what a cluster needs on top:
 
-- allreduce, mask_sync, barrier (a 1-byte AllReduce): ``2 (p-1) alpha + 2 (p-1)/p * n / beta``, the
+- allreduce, barrier (a 1-byte AllReduce): ``2 (p-1) alpha + 2 (p-1)/p * n / beta``, the
   ring's reduce-scatter then allgather (Thakur, Rabenseifner & Gropp 2005, "Optimization of
   collective communication operations in MPICH", IJHPCA 19(1); bandwidth-optimal: Patarasuk & Yuan
   2009, "Bandwidth optimal all-reduce algorithms for clusters of workstations", JPDC 69(2));
-- allgather: ``(p-1) alpha + (p-1) * n / beta``, the ring allgather (Thakur et al. 2005), each
-  member receiving the other (p-1) payloads of n bytes;
+- allgather, mask_sync (an AllGather of packed bitsets): ``(p-1) alpha + (p-1) * n / beta``, the ring
+  allgather (Thakur et al. 2005), each member receiving the other (p-1) payloads of n bytes;
 - broadcast, tree: ``ceil(log2 p) (alpha + n / beta)``, the binomial tree (Thakur et al. 2005; what
   gloo does);
 - broadcast, ring: ``(p-1) alpha + n / beta``, the pipelined chain in the limit of many segments

@@ -12,11 +12,12 @@ Per-iteration collectives, read off the implementation:
   stragglers is logged apart from the transfers), an intra AllReduce of every parameter and
   floating-point buffer (BatchNorm statistics, only with ``average_bn_stats``: runs send them only when
   evaluation does not re-estimate them) in ``bucket_mb`` buckets (1e6 bytes); while the mask is
-  dynamic, a uint8 mask_sync over the leaders (eq. (14); out + in (+ shape) flags per constrained
-  layer) and an intra Broadcast of that vector; the leaders' inter AllReduce of the compact buffers
-  (kept_out x kept_in x kh x kw per constrained layer, dense otherwise, plus any buffers; eq. (15)) in
-  ``bucket_mb`` buckets; the intra Broadcast of those buckets; one flat AllReduce of the residual
-  table (float64, 9 columns per parameter tensor).
+  dynamic, a mask_sync over the leaders (eq. (14); an AllGather of the out + in (+ shape) flags per
+  constrained layer packed eight to a byte) and an intra Broadcast of the uint8 flag vector; the
+  leaders' inter AllReduce of the compact buffers (kept_out x kept_in x kh x kw per constrained layer,
+  dense otherwise, plus any buffers; eq. (15)) in
+  ``bucket_mb`` buckets; the intra Broadcast of those buckets; the residual table (float32, 9 columns
+  per parameter tensor) summed in the node, across nodes by the leaders and broadcast in the node.
 - ``flat_admm`` (`prunex.admm.flat.FlatADMM`): the same flat barrier, one flat AllReduce of all
   parameters and buffers in ``bucket_mb`` buckets, and a flat AllReduce of a float64 table of 3
   columns per parameter tensor.
@@ -48,7 +49,7 @@ from functools import lru_cache
 from typing import Any
 
 from prunex.admm.residuals import FLAT_TABLE_COLUMNS, HSADMM_TABLE_COLUMNS
-from prunex.commcost import bucket_bytes, ddp_bucket_sizes, keep_count, ring_bytes, topk_count
+from prunex.commcost import bucket_bytes, ddp_bucket_sizes, keep_count, packed_bytes, ring_bytes, topk_count
 from prunex.config import DATASET_DEFAULTS, ADMMConfig, DDPConfig, PacTrainConfig, RunConfig, TopKConfig
 from prunex.methods.registry import method_info
 from prunex.perfmodel.formulas import Collective, Network, time_of
@@ -62,7 +63,7 @@ COMM_COLUMNS = (
     "mask_sync_s",
     "barrier_s",
 )
-HSADMM_RESIDUAL_COLUMNS = len(HSADMM_TABLE_COLUMNS)  # float64 columns of the residual table (`HSADMMNorms`)
+HSADMM_RESIDUAL_COLUMNS = len(HSADMM_TABLE_COLUMNS)  # float32 columns of the residual table (`HSADMMNorms`)
 FLAT_ADMM_RESIDUAL_COLUMNS = len(FLAT_TABLE_COLUMNS)
 
 
@@ -254,7 +255,7 @@ def hsadmm_workload(spec: ModelSpec, kept: Kept, opts: Options, shard: int, dyna
         flags = sum(
             p.shape[0] + p.shape[1] + (math.prod(p.shape[1:]) if opts.shape_keep < 1.0 else 0) for p in constrained
         )
-        coll.append(Collective("inter", "mask_sync", flags, count=dynamic, tag="mask union (uint8)"))
+        coll.append(Collective("inter", "mask_sync", packed_bytes(flags), count=dynamic, tag="mask union (bitset)"))
         coll.append(Collective("intra", "broadcast", flags, count=dynamic, tag="global mask to workers"))
     compact = []
     for p in spec.params:
@@ -266,7 +267,10 @@ def hsadmm_workload(spec: ModelSpec, kept: Kept, opts: Options, shard: int, dyna
     for i, b in enumerate(bucket_bytes(compact + buffers, 4, int(opts.bucket_mb * 1e6))):
         coll.append(Collective("inter", "allreduce", b, tag=f"compact z+v bucket {i}"))
         coll.append(Collective("intra", "broadcast", b, tag=f"compact z bucket {i}"))
-    coll.append(Collective("flat", "allreduce", 8 * HSADMM_RESIDUAL_COLUMNS * len(spec.params), tag="residuals"))
+    table = 4 * HSADMM_RESIDUAL_COLUMNS * len(spec.params)  # `HSADMM.total`
+    coll.append(Collective("intra", "allreduce", table, tag="residuals in the node"))
+    coll.append(Collective("inter", "allreduce", table, tag="residuals across nodes"))
+    coll.append(Collective("intra", "broadcast", table, tag="residuals to workers"))
     full_c = sum(p.numel for p in constrained)
     comp_c = sum(c for p, c in zip(spec.params, compact, strict=True) if p.name in names)
     other = spec.numel - full_c
