@@ -22,8 +22,9 @@ from collections.abc import Mapping
 import torch
 from torch import Tensor
 
-from prunex.comm import Comm, compress, decompress
+from prunex.comm import Comm
 from prunex.comm.bucket import Bucketer
+from prunex.comm.shrink import shrink_plan
 from prunex.pruning import GroupMask, LayerSparsity, project_groups
 from prunex.timing import Span
 
@@ -129,8 +130,8 @@ def inter_node_average(
         span = comm.timer.start()
         for i, n in enumerate(names):
             c = z_node[n] + v[n]
-            if n in masks:
-                compress(c, masks[n].out_idx, masks[n].in_idx, out=buckets.view(i, shapes[i]))
+            if n in masks:  # indices computed once per mask (`shrink_plan`), written into the bucket
+                shrink_plan(masks[n], c.device).compress(c, out=buckets.view(i, shapes[i]))
             else:
                 buckets.view(i).copy_(c.reshape(-1))
         for j, b in enumerate(bnames):
@@ -143,7 +144,7 @@ def inter_node_average(
         view = buckets.view(i, shapes[i])
         if n in masks:
             span = comm.timer.start()
-            z[n] = decompress(view, masks[n].out_idx, masks[n].in_idx, z_node[n].shape)
+            z[n] = shrink_plan(masks[n], view.device).decompress(view)
             spans.setdefault("decompress", []).append(span.stop())
         else:
             z[n] = view.reshape(z_node[n].shape)
