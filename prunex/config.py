@@ -31,6 +31,7 @@ EXECUTOR_NAMES = ("debug", "local", "slurm")
 DEVICE_NAMES = ("auto", "cuda", "cpu")  # prunex.device
 LINK_MODELS = ("none", "alpha-beta", "netns-tc")
 MOMENTUM_POLICIES = ("carry", "reset")
+WIRE_DTYPES = ("fp32", "bf16", "fp16")  # element types of the compact inter-node buckets
 SHARED_RUNS_DIR = "runs"  # RESULTS/runs/<shared id>: every run, once; experiments link to it
 
 # Run identity. Two configs that differ only in these fields ask for the same training, so they share
@@ -108,6 +109,9 @@ class ADMMConfig:
     # when evaluation does not re-estimate them (RunConfig.bn_batches == 0), since re-estimation throws the
     # averages away; RunConfig.averages_bn_stats resolves it.
     average_bn_stats: bool | None = None
+    # Element type of the compact inter-node buckets on the wire (issue 18): "fp32" (the paper's), or
+    # "bf16"/"fp16": pre-scaled by 1/M, summed in that type, cast back before decompress (`prunex.comm.wire`).
+    wire_dtype: str = "fp32"
 
     def __post_init__(self) -> None:
         if self.iterations < 1:
@@ -137,6 +141,8 @@ class ADMMConfig:
             raise ConfigError(
                 f"momentum_policy must be one of {', '.join(MOMENTUM_POLICIES)}, got {self.momentum_policy!r}"
             )
+        if self.wire_dtype not in WIRE_DTYPES:
+            raise ConfigError(f"wire_dtype must be one of {', '.join(WIRE_DTYPES)}, got {self.wire_dtype!r}")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -49,6 +49,7 @@ from prunex.admm.steps import (
     z_node_step,
 )
 from prunex.comm.bucket import Bucketer
+from prunex.comm.wire import WireBuckets
 from prunex.pruning import GroupMask
 
 __all__ = ["HSADMM", "ConsensusResult"]
@@ -70,6 +71,7 @@ class HSADMM(ConsensusEngine):
         self.node_masks: dict[str, GroupMask] = {}
         self.intra_buckets = Bucketer(self.cfg.bucket_mb, self.dtype, self.device)
         self.inter_buckets = Bucketer(self.cfg.bucket_mb, self.dtype, self.device)
+        self.wire = WireBuckets(self.cfg.wire_dtype)  # the compact buckets' type on the wire
 
     def total(self, rows: list[list[float]]) -> list[list[float]]:
         """The residual table summed over every rank (Alg. 1 line 28), kept off the flat group: float32,
@@ -124,7 +126,7 @@ class HSADMM(ConsensusEngine):
             froze_now = self.freeze.observe(k, sum(drift.values()) if self.sparsity else None)
         spans: dict[str, list] = {"compress": [], "decompress": []}  # device-clock spans, read at the end
         z_new, global_buffers = inter_node_average(
-            self.z_node, self.v, self.masks, node_buffers, self.inter_buckets, comm, spans=spans
+            self.z_node, self.v, self.masks, node_buffers, self.inter_buckets, comm, spans=spans, wire=self.wire
         )
 
         # Phase 5 (lines 23-31): the z update, dual updates, residuals, penalty balancing.

@@ -25,6 +25,7 @@ from torch import Tensor
 from prunex.comm import Comm
 from prunex.comm.bucket import Bucketer
 from prunex.comm.shrink import shrink_plan
+from prunex.comm.wire import WireBuckets
 from prunex.pruning import GroupMask, LayerSparsity, project_groups
 from prunex.timing import Span
 
@@ -108,6 +109,7 @@ def inter_node_average(
     comm: Comm,
     *,
     spans: dict[str, list[Span]] | None = None,
+    wire: WireBuckets | None = None,
 ) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
     """Phase 4 (Alg. 1 lines 19-22 and 25; eq. (15), sec. 4.4): the new global z.
 
@@ -120,8 +122,9 @@ def inter_node_average(
     globally averaged buffers (views into the buckets where no decompression is needed). With
     ``spans`` given, the compress (leaders only) and decompress intervals are appended to its
     ``"compress"`` and ``"decompress"`` lists on the device's clock (`prunex.timing`), to be read after
-    the step.
+    the step. ``wire`` sets the buckets' type on the wire (`prunex.comm.wire`; default fp32, the paper's).
     """
+    wire = WireBuckets("fp32") if wire is None else wire
     names, bnames = list(z_node), list(buffers)
     spans = {"compress": [], "decompress": []} if spans is None else spans
     shapes = [masks[n].compact_shape if n in masks else tuple(z_node[n].shape) for n in names]
@@ -137,8 +140,8 @@ def inter_node_average(
         for j, b in enumerate(bnames):
             buckets.view(len(names) + j).copy_(buffers[b].reshape(-1))
         spans.setdefault("compress", []).append(span.stop())
-        buckets.all_reduce(comm, "inter", "avg")
-    buckets.broadcast(comm, "intra")
+        wire.all_reduce_avg(buckets, comm, "inter")  # line 21
+    wire.broadcast(buckets, comm, "intra")  # line 25
     z = {}
     for i, n in enumerate(names):
         view = buckets.view(i, shapes[i])

@@ -174,6 +174,7 @@ class Options:
     bucket_mb: float = _ADMM.bucket_mb  # hsadmm / flat_admm coalesced buffers, 1e6 bytes (sec. 4.4.2)
     ddp_bucket_mb: float = _DDP.bucket_cap_mb  # DDP bucket_cap_mb, MiB
     ddp_grad_bytes: int = 4  # 2 with --grad-dtype bf16/fp16
+    wire_bytes: int = 4  # hsadmm compact buckets on the wire: 2 with --wire-dtype bf16/fp16
     topk_ratio: float = _TOPK.ratio
     density: float = _PACTRAIN.density  # pactrain
     filter_keep: float = _ADMM.filter_keep
@@ -201,6 +202,7 @@ class Options:
             bucket_mb=a.bucket_mb,
             ddp_bucket_mb=cfg.ddp.bucket_cap_mb,
             ddp_grad_bytes=4 if cfg.ddp.grad_dtype == "fp32" else 2,
+            wire_bytes=4 if a.wire_dtype == "fp32" else 2,
             topk_ratio=cfg.topk.ratio,
             density=cfg.pactrain.density,
             filter_keep=a.filter_keep,
@@ -265,6 +267,7 @@ def hsadmm_workload(spec: ModelSpec, kept: Kept, opts: Options, shard: int, dyna
         else:
             compact.append(p.numel)
     for i, b in enumerate(bucket_bytes(compact + buffers, 4, int(opts.bucket_mb * 1e6))):
+        b = b * opts.wire_bytes // 4  # fp32 buckets, cast for the wire (`prunex.comm.wire`)
         coll.append(Collective("inter", "allreduce", b, tag=f"compact z+v bucket {i}"))
         coll.append(Collective("intra", "broadcast", b, tag=f"compact z bucket {i}"))
     table = 4 * HSADMM_RESIDUAL_COLUMNS * len(spec.params)  # `HSADMM.total`
