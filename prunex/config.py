@@ -112,6 +112,9 @@ class ADMMConfig:
     # Element type of the compact inter-node buckets on the wire (issue 18): "fp32" (the paper's), or
     # "bf16"/"fp16": pre-scaled by 1/M, summed in that type, cast back before decompress (`prunex.comm.wire`).
     wire_dtype: str = "fp32"
+    # Pipelined inter-node buckets (issue 18): bucket k+1 is compressed while bucket k's AllReduce is in
+    # flight; bitwise the same result as one bucket after another (`prunex.admm.steps.inter_node_average`).
+    pipeline_buckets: bool = True
 
     def __post_init__(self) -> None:
         if self.iterations < 1:

@@ -126,7 +126,15 @@ class HSADMM(ConsensusEngine):
             froze_now = self.freeze.observe(k, sum(drift.values()) if self.sparsity else None)
         spans: dict[str, list] = {"compress": [], "decompress": []}  # device-clock spans, read at the end
         z_new, global_buffers = inter_node_average(
-            self.z_node, self.v, self.masks, node_buffers, self.inter_buckets, comm, spans=spans, wire=self.wire
+            self.z_node,
+            self.v,
+            self.masks,
+            node_buffers,
+            self.inter_buckets,
+            comm,
+            spans=spans,
+            wire=self.wire,
+            pipeline=self.cfg.pipeline_buckets,
         )
 
         # Phase 5 (lines 23-31): the z update, dual updates, residuals, penalty balancing.

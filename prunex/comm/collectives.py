@@ -18,7 +18,7 @@ bitsets are all-gathered and OR-ed locally, `Comm.mask_sync`).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 
@@ -158,6 +158,29 @@ class Comm:
         if op == "avg":
             t.div_(dist.get_world_size(group))
         return t
+
+    def all_reduce_start(self, t: torch.Tensor, level: str, op: str = "sum") -> Callable[[], torch.Tensor]:
+        """Launch an in-place AllReduce of `t` (``async_op=True``) and return its ``wait``: it blocks until
+        the collective is done (on CUDA: makes the current stream wait), divides for "avg" and records the
+        call, timed from the launch to the completion. Work done between the two overlaps the transfer."""
+        group = self.groups.get(level)
+        reduce_op = {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX}[op]
+        nbytes = t.numel() * t.element_size()
+        span = self.timer.start()
+        work = dist.all_reduce(t, op=reduce_op, group=group, async_op=True)
+
+        def wait() -> torch.Tensor:
+            self.current = f"{level} allreduce"
+            work.wait()
+            self.current = None
+            if self._alpha_beta is not None:
+                time.sleep(self._alpha_beta.delay(self.topo, level, "allreduce", nbytes))
+            self.record(level, "allreduce", nbytes, span.stop())
+            if op == "avg":
+                t.div_(dist.get_world_size(group))
+            return t
+
+        return wait
 
     def broadcast(self, t: torch.Tensor, level: str, src: int | None = None) -> torch.Tensor:
         """In-place Broadcast from global rank `src` (default: the group's lowest rank, i.e. the

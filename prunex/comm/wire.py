@@ -22,6 +22,8 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from prunex.comm.bucket import Bucketer
@@ -58,24 +60,34 @@ class WireBuckets:
             self._for = key
         return self._wire
 
-    def all_reduce_avg(self, buckets: Bucketer, comm: Comm, level: str) -> None:
-        """Alg. 1 line 21: the average over the ``level`` group (the leaders), left in the wire buffers
-        (fp32: in the buckets themselves). Call on the group's members only."""
+    def start_avg(self, buckets: Bucketer, b: int, comm: Comm, level: str) -> Callable[[], object]:
+        """Launch Alg. 1 line 21 for bucket ``b`` (the average over the ``level`` group, the leaders;
+        call on its members only) and return the ``wait`` that completes it: afterwards the average is
+        in the bucket (fp32) or in its wire buffer (bf16/fp16)."""
+        buf = buckets.buffers[b]
         if not self.cast:
-            buckets.all_reduce(comm, level, "avg")
-            return
-        members = len(comm.topo.leaders) if level == "inter" else None
-        if members is None:
+            return comm.all_reduce_start(buf, level, "avg")
+        if level != "inter":
             raise ValueError(f"a cast wire exchange runs over the leaders (inter), got {level!r}")
-        for buf, wire in zip(buckets.buffers, self._buffers(buckets), strict=True):
-            wire.copy_(buf.div_(members))  # pre-scale in fp32, then one rounding to the wire type
-            comm.all_reduce(wire, level, "sum")
+        wire = self._buffers(buckets)[b]
+        wire.copy_(buf.div_(len(comm.topo.leaders)))  # pre-scale in fp32, then one rounding to the wire type
+        return comm.all_reduce_start(wire, level, "sum")
+
+    def broadcast_one(self, buckets: Bucketer, b: int, comm: Comm, level: str) -> None:
+        """Alg. 1 line 25 for bucket ``b``: the leader's buffer to its node, cast back into the fp32 bucket."""
+        if not self.cast:
+            comm.broadcast(buckets.buffers[b], level)
+            return
+        wire = self._buffers(buckets)[b]
+        comm.broadcast(wire, level)
+        buckets.buffers[b].copy_(wire)
+
+    def all_reduce_avg(self, buckets: Bucketer, comm: Comm, level: str) -> None:
+        """`start_avg` and its wait for every bucket, one after another."""
+        for b in range(len(buckets.buffers)):
+            self.start_avg(buckets, b, comm, level)()
 
     def broadcast(self, buckets: Bucketer, comm: Comm, level: str) -> None:
-        """Alg. 1 line 25: the leader's buffers to its node; cast back into the fp32 buckets."""
-        if not self.cast:
-            buckets.broadcast(comm, level)
-            return
-        for buf, wire in zip(buckets.buffers, self._buffers(buckets), strict=True):
-            comm.broadcast(wire, level)
-            buf.copy_(wire)
+        """`broadcast_one` for every bucket."""
+        for b in range(len(buckets.buffers)):
+            self.broadcast_one(buckets, b, comm, level)
