@@ -7,7 +7,8 @@ alpha-beta link emulation), the methods (keep and top-k counts) and the analytic
 Notation: a group of ``p`` members, a payload of ``n`` bytes *per member* (the tensor each member
 passes in, as logged in ``comm.parquet``). Ranks are placed blockwise on ``M`` nodes of ``P`` ranks
 (node = rank // P); ``intra`` is a node's P ranks, ``inter`` the M node leaders (local rank 0),
-``flat`` all N = M P ranks (paper sec. 4.1.1).
+``flat`` all N = M P ranks (paper sec. 4.1.1); ``shard`` the ranks of one local rank on every node
+(M members, P such groups: the sharded inter-node exchange, `prunex.comm.wire`).
 
 **Ring model** (Thakur, Rabenseifner & Gropp 2005, "Optimization of collective communication
 operations in MPICH", IJHPCA 19(1); Patarasuk & Yuan 2009, "Bandwidth optimal all-reduce algorithms
@@ -54,7 +55,7 @@ from dataclasses import dataclass
 OPS = ("allreduce", "broadcast", "allgather", "mask_sync", "barrier")
 ALLREDUCE_LIKE = ("allreduce", "barrier")  # a barrier is a 1-byte AllReduce (`Comm.barrier`)
 ALLGATHER_LIKE = ("allgather", "mask_sync")  # the mask union all-gathers packed bitsets (`Comm.mask_sync`)
-LEVELS = ("intra", "inter", "flat")
+LEVELS = ("intra", "inter", "flat", "shard")
 BROADCAST_ALGOS = ("tree", "ring")
 FIT_WEIGHTINGS = ("scaled", "relative", "absolute")
 
@@ -72,7 +73,7 @@ def group_size(level: str, nodes: int, procs_per_node: int) -> int:
     """Members of a ``level`` group: P (intra), M (inter), M P (flat)."""
     if level not in LEVELS:
         raise ValueError(f"unknown level {level!r}; known: {', '.join(LEVELS)}")
-    return {"intra": procs_per_node, "inter": nodes, "flat": nodes * procs_per_node}[level]
+    return {"intra": procs_per_node, "inter": nodes, "flat": nodes * procs_per_node, "shard": nodes}[level]
 
 
 def group_ranks(level: str, nodes: int, procs_per_node: int, rank: int) -> list[int]:
@@ -85,6 +86,8 @@ def group_ranks(level: str, nodes: int, procs_per_node: int, rank: int) -> list[
         return [m * P for m in range(nodes)]
     if level == "flat":
         return list(range(nodes * P))
+    if level == "shard":  # the ranks of this local rank on every node (sharded inter-node exchange)
+        return [m * P + rank % P for m in range(nodes)]
     raise ValueError(f"unknown level {level!r}; known: {', '.join(LEVELS)}")
 
 
@@ -163,10 +166,10 @@ def ring_bytes(level: str, op: str, nbytes: float, nodes: int, procs_per_node: i
         return 0.0, 0.0
     per = member_bytes(op, nbytes, g)
     senders = g - 1 if op == "broadcast" else g
-    total = (M if level == "intra" else 1) * senders * per
+    total = {"intra": M, "shard": procs_per_node}.get(level, 1) * senders * per
     if not crosses(level, M):
         return 0.0, total
-    if level == "inter":
+    if level in ("inter", "shard"):
         return total, 0.0
     crossing = M - 1 if op == "broadcast" else M
     return crossing * per, total - crossing * per

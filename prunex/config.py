@@ -32,6 +32,7 @@ DEVICE_NAMES = ("auto", "cuda", "cpu")  # prunex.device
 LINK_MODELS = ("none", "alpha-beta", "netns-tc")
 MOMENTUM_POLICIES = ("carry", "reset")
 WIRE_DTYPES = ("fp32", "bf16", "fp16")  # element types of the compact inter-node buckets
+INTER_EXCHANGES = ("leader", "sharded")  # how the compact buckets cross nodes
 SHARED_RUNS_DIR = "runs"  # RESULTS/runs/<shared id>: every run, once; experiments link to it
 
 # Run identity. Two configs that differ only in these fields ask for the same training, so they share
@@ -115,6 +116,10 @@ class ADMMConfig:
     # Pipelined inter-node buckets (issue 18): bucket k+1 is compressed while bucket k's AllReduce is in
     # flight; bitwise the same result as one bucket after another (`prunex.admm.steps.inter_node_average`).
     pipeline_buckets: bool = True
+    # Inter-node exchange of the compact buckets (issue 18): "leader" (the paper's, through the node
+    # leaders) or "sharded" (each local rank AllReduces 1/P of every bucket with its peers on the other
+    # nodes, then the node AllGathers; every NIC of a multi-NIC node busy), `prunex.comm.wire`.
+    inter_exchange: str = "leader"
 
     def __post_init__(self) -> None:
         if self.iterations < 1:
@@ -143,6 +148,10 @@ class ADMMConfig:
         if self.momentum_policy not in MOMENTUM_POLICIES:
             raise ConfigError(
                 f"momentum_policy must be one of {', '.join(MOMENTUM_POLICIES)}, got {self.momentum_policy!r}"
+            )
+        if self.inter_exchange not in INTER_EXCHANGES:
+            raise ConfigError(
+                f"inter_exchange must be one of {', '.join(INTER_EXCHANGES)}, got {self.inter_exchange!r}"
             )
         if self.wire_dtype not in WIRE_DTYPES:
             raise ConfigError(f"wire_dtype must be one of {', '.join(WIRE_DTYPES)}, got {self.wire_dtype!r}")

@@ -63,6 +63,7 @@ _NESTED_OPTIONS = {
     "average_bn_stats": ("admm", "average_bn_stats"),
     "wire_dtype": ("admm", "wire_dtype"),
     "pipeline_buckets": ("admm", "pipeline_buckets"),
+    "inter_exchange": ("admm", "inter_exchange"),
     "grad_dtype": ("ddp", "grad_dtype"),
     "topk_ratio": ("topk", "ratio"),
     "topk_warmup_epochs": ("topk", "warmup_epochs"),
@@ -157,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g.add_argument("--grad-dtype", choices=["fp32", "bf16", "fp16"])
     g.add_argument("--wire-dtype", choices=["fp32", "bf16", "fp16"], help="hsadmm: compact inter-node buckets' type")
+    g.add_argument("--inter-exchange", choices=["leader", "sharded"], help="hsadmm: compact buckets across nodes")
     g.add_argument("--pipeline-buckets", action=argparse.BooleanOptionalAction, default=None, help="hsadmm, default on")
     g.add_argument("--topk-momentum-correction", action="store_true", default=None)
     g.add_argument("--link-model", help="none, alpha-beta or netns-tc")

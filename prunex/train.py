@@ -148,7 +148,8 @@ def _evaluate(
 
 
 def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path:
-    groups = build_groups(topo, config.collective_timeout_s)
+    sharded = config.method == "hsadmm" and config.admm.inter_exchange == "sharded"  # its P inter-node groups
+    groups = build_groups(topo, config.collective_timeout_s, shards=sharded)
     if config.link.model == "none" and link_model_active():
         # inside a mini cluster node the inter-node links are shaped by tc: say so in every log row
         config = dataclasses.replace(config, link=dataclasses.replace(config.link, model=LINK_MODEL))

@@ -70,8 +70,12 @@ class HSADMM(ConsensusEngine):
         self.rho_inter = dict.fromkeys(self.names, self.cfg.rho_inter)
         self.node_masks: dict[str, GroupMask] = {}
         self.intra_buckets = Bucketer(self.cfg.bucket_mb, self.dtype, self.device)
-        self.inter_buckets = Bucketer(self.cfg.bucket_mb, self.dtype, self.device)
-        self.wire = WireBuckets(self.cfg.wire_dtype)  # the compact buckets' type on the wire
+        sharded = self.cfg.inter_exchange == "sharded"  # buckets padded to P equal shards
+        self.inter_buckets = Bucketer(
+            self.cfg.bucket_mb, self.dtype, self.device, multiple=self.topo.procs_per_node if sharded else 1
+        )
+        # the compact buckets' type on the wire and their way across nodes (`prunex.comm.wire`)
+        self.wire = WireBuckets(self.cfg.wire_dtype, self.cfg.inter_exchange)
 
     def total(self, rows: list[list[float]]) -> list[list[float]]:
         """The residual table summed over every rank (Alg. 1 line 28), kept off the flat group: float32,

@@ -155,7 +155,7 @@ def inter_node_average(
         spans.setdefault("compress", []).append(span.stop())
 
     def finish(b: int) -> None:  # line 25, then line 22 for the tensors of bucket b
-        wire.broadcast_one(buckets, b, comm, "intra")
+        wire.finish_one(buckets, b, comm)
         for i in by_bucket[b]:
             if i >= len(names):
                 continue
@@ -167,11 +167,11 @@ def inter_node_average(
             else:
                 z[n] = view.reshape(z_node[n].shape)
 
-    if comm.topo.is_leader:
+    if wire.starts_here(comm.topo):  # the leaders (sharded exchange: every rank)
         waiting: Callable[[], object] | None = None
         for b in range(len(buckets.buffers)):
             fill(b)
-            started = wire.start_avg(buckets, b, comm, "inter")  # line 21, in flight from here
+            started = wire.start_avg(buckets, b, comm)  # line 21, in flight from here
             if not pipeline:
                 started()
                 finish(b)

@@ -199,6 +199,14 @@ class Comm:
             dist.all_gather(out, t, group=group)
         return out
 
+    def all_gather_into(self, out: torch.Tensor, shard: torch.Tensor, level: str) -> torch.Tensor:
+        """AllGather of equal shards into the flat ``out`` in rank order; ``shard`` may be this member's
+        own slice of ``out`` (in place, as NCCL documents). Recorded as an ``allgather`` of the shard."""
+        group = self.groups.get(level)
+        with self._timed(level, "allgather", shard.numel() * shard.element_size()):
+            dist.all_gather_into_tensor(out, shard, group=group)
+        return out
+
     def barrier(self, level: str) -> None:
         """Wait for every member: a 1-byte AllReduce recorded as `barrier`, so that time spent waiting
         for stragglers is not charged to the transfer that follows."""

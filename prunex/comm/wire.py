@@ -1,7 +1,18 @@
-"""The compact inter-node buckets as they travel: fp32 (the paper's), or bf16/fp16 (issue 18).
+"""The compact inter-node buckets as they travel: fp32 (the paper's) or bf16/fp16, through the node
+leaders (the paper's) or sharded over every rank of the node (issue 18).
 
 `WireBuckets` runs the two collectives of eq. (15)'s exchange (Alg. 1 lines 21 and 25) on a
-`Bucketer`'s buffers: the leaders' AllReduce divided by M, then the Broadcast to the node.
+`Bucketer`'s buffers, bucket by bucket: the average over the nodes, then every rank of the node gets
+the result.
+
+Exchange ``leader``: the leaders AllReduce whole buckets, divided by M, and Broadcast them in the node.
+Exchange ``sharded``: z_i + v_i is replicated on the node's P ranks, so each rank fills the buckets and
+AllReduces only its 1/P of each (padded) bucket with the ranks of the same local rank on the other
+nodes (P inter-node groups, ``shard`` level, at once), then the node AllGathers the shards. No
+reduce-scatter is needed inside the node: the P ranks already hold the same values. Each node link
+then carries 1/P of a leader's bytes per rank; with one NIC per GPU that is P links busy instead of
+one. With M = 2 each entry is the same single sum as the leaders', so bitwise the same z
+(`tests/test_exchange.py`); with M > 2 the backend may sum in another order (equal up to rounding).
 
 - ``fp32``: exactly `Bucketer.all_reduce(..., "avg")` and `Bucketer.broadcast` (SUM, then / M).
 - ``bf16``/``fp16``: each leader pre-scales its bucket by 1/M in fp32, casts it into a wire buffer
@@ -28,23 +39,31 @@ import torch
 
 from prunex.comm.bucket import Bucketer
 from prunex.comm.collectives import Comm
+from prunex.topology import Topology
 
-__all__ = ["WIRE_TORCH_DTYPES", "WireBuckets"]
+__all__ = ["EXCHANGES", "WIRE_TORCH_DTYPES", "WireBuckets"]
 
 WIRE_TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+EXCHANGES = ("leader", "sharded")
 
 
 class WireBuckets:
-    """AllReduce-average and node Broadcast of a `Bucketer`'s buffers in the ``wire_dtype``.
+    """The exchange of the compact buckets (Alg. 1 lines 21 and 25) in the ``wire_dtype``.
 
     Args:
         wire_dtype: "fp32", "bf16" or "fp16".
+        exchange: "leader" (the paper's: the leaders AllReduce whole buckets, then Broadcast in the
+            node) or "sharded" (every rank AllReduces its 1/P of each bucket with its peers of equal
+            local rank on the other nodes, the ``shard`` group, then the node AllGathers the shards;
+            the buckets must be padded to a multiple of P, ``Bucketer(multiple=P)``).
     """
 
-    def __init__(self, wire_dtype: str = "fp32") -> None:
+    def __init__(self, wire_dtype: str = "fp32", exchange: str = "leader") -> None:
         if wire_dtype not in WIRE_TORCH_DTYPES:
             raise ValueError(f"wire dtype must be one of {', '.join(WIRE_TORCH_DTYPES)}, got {wire_dtype!r}")
-        self.name, self.dtype = wire_dtype, WIRE_TORCH_DTYPES[wire_dtype]
+        if exchange not in EXCHANGES:
+            raise ValueError(f"exchange must be one of {', '.join(EXCHANGES)}, got {exchange!r}")
+        self.name, self.dtype, self.exchange = wire_dtype, WIRE_TORCH_DTYPES[wire_dtype], exchange
         self._wire: list[torch.Tensor] = []
         self._for: tuple[int, int] | None = None  # (id of the bucketer, its allocation count)
 
@@ -52,42 +71,48 @@ class WireBuckets:
     def cast(self) -> bool:
         return self.name != "fp32"
 
+    def starts_here(self, topo: Topology) -> bool:
+        """Whether this rank fills buckets and takes part in the inter-node AllReduce."""
+        return self.exchange == "sharded" or topo.is_leader
+
     def _buffers(self, buckets: Bucketer) -> list[torch.Tensor]:
         """Wire buffers with the buckets' layout, reallocated only when the buckets are."""
         key = (id(buckets), buckets.allocations)
         if key != self._for:
-            self._wire = [torch.empty(b.numel(), dtype=self.dtype, device=b.device) for b in buckets.buffers]
+            self._wire = [torch.zeros(b.numel(), dtype=self.dtype, device=b.device) for b in buckets.buffers]
             self._for = key
         return self._wire
 
-    def start_avg(self, buckets: Bucketer, b: int, comm: Comm, level: str) -> Callable[[], object]:
-        """Launch Alg. 1 line 21 for bucket ``b`` (the average over the ``level`` group, the leaders;
-        call on its members only) and return the ``wait`` that completes it: afterwards the average is
-        in the bucket (fp32) or in its wire buffer (bf16/fp16)."""
-        buf = buckets.buffers[b]
+    def _mine(self, t: torch.Tensor, topo: Topology) -> torch.Tensor:
+        """This rank's shard of a (padded) buffer in the sharded exchange, the whole buffer otherwise."""
+        if self.exchange != "sharded":
+            return t
+        P = topo.procs_per_node
+        if t.numel() % P:
+            raise ValueError(f"a sharded exchange needs buckets padded to a multiple of P={P}, got {t.numel()}")
+        size = t.numel() // P
+        return t.narrow(0, topo.local_rank * size, size)
+
+    def start_avg(self, buckets: Bucketer, b: int, comm: Comm) -> Callable[[], object]:
+        """Launch Alg. 1 line 21 for bucket ``b``, the average over the nodes (call where `starts_here`),
+        and return the ``wait`` that completes it: afterwards the average (of this rank's shard, when
+        sharded) is in the bucket (fp32) or in its wire buffer (bf16/fp16)."""
+        level = "shard" if self.exchange == "sharded" else "inter"
+        mine = self._mine(buckets.buffers[b], comm.topo)
         if not self.cast:
-            return comm.all_reduce_start(buf, level, "avg")
-        if level != "inter":
-            raise ValueError(f"a cast wire exchange runs over the leaders (inter), got {level!r}")
-        wire = self._buffers(buckets)[b]
-        wire.copy_(buf.div_(len(comm.topo.leaders)))  # pre-scale in fp32, then one rounding to the wire type
+            return comm.all_reduce_start(mine, level, "avg")
+        wire = self._mine(self._buffers(buckets)[b], comm.topo)
+        wire.copy_(mine.div_(comm.topo.nodes))  # pre-scale in fp32, then one rounding to the wire type
         return comm.all_reduce_start(wire, level, "sum")
 
-    def broadcast_one(self, buckets: Bucketer, b: int, comm: Comm, level: str) -> None:
-        """Alg. 1 line 25 for bucket ``b``: the leader's buffer to its node, cast back into the fp32 bucket."""
-        if not self.cast:
-            comm.broadcast(buckets.buffers[b], level)
-            return
-        wire = self._buffers(buckets)[b]
-        comm.broadcast(wire, level)
-        buckets.buffers[b].copy_(wire)
-
-    def all_reduce_avg(self, buckets: Bucketer, comm: Comm, level: str) -> None:
-        """`start_avg` and its wait for every bucket, one after another."""
-        for b in range(len(buckets.buffers)):
-            self.start_avg(buckets, b, comm, level)()
-
-    def broadcast(self, buckets: Bucketer, comm: Comm, level: str) -> None:
-        """`broadcast_one` for every bucket."""
-        for b in range(len(buckets.buffers)):
-            self.broadcast_one(buckets, b, comm, level)
+    def finish_one(self, buckets: Bucketer, b: int, comm: Comm) -> None:
+        """Alg. 1 line 25 for bucket ``b``: every rank of the node gets the whole averaged bucket (the
+        leader's Broadcast, or the AllGather of the shards), cast back into the fp32 bucket."""
+        buf = buckets.buffers[b]
+        travel = self._buffers(buckets)[b] if self.cast else buf
+        if self.exchange == "sharded":
+            comm.all_gather_into(travel, self._mine(travel, comm.topo), "intra")
+        else:
+            comm.broadcast(travel, "intra")
+        if self.cast:
+            buf.copy_(travel)
