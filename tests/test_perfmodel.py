@@ -512,3 +512,19 @@ def test_model_constrains_the_layers_and_groups_that_runs_constrain(filter_keep,
     assert ("conv1.weight" in got) == (filter_keep < 1.0)
     if "conv1.weight" in got:
         assert got["conv1.weight"][1] == 3
+
+
+def test_sharded_exchange_gains_only_where_a_node_has_several_nics():
+    from prunex.bench.exchange import rows
+
+    for cluster in ("puhti", "puhti-dual-rail"):
+        table = {name: (nbytes, sec) for name, nbytes, sec in rows(cluster, "resnet20", 4, 0.5)}
+        paper, sharded = table["PruneX, paper (leader, fp32)"], table["+ --inter-exchange sharded"]
+        bf16, both = table["+ --wire-dtype bf16"], table["all together"]
+        assert sharded[0] == pytest.approx(paper[0], rel=1e-3)  # the same bytes leave each node
+        assert bf16[0] == pytest.approx(paper[0] / 2, rel=1e-2)  # half of them in bf16 (residual table: fp32)
+        nics = calibrate.load_cluster(cluster).network.inter_nics
+        if nics == 1:  # the leader already had the node's only link
+            assert sharded[1] == pytest.approx(paper[1], rel=0.05)
+        else:  # the leader drives one of the node's NICs, the P shard groups all of them
+            assert sharded[1] < paper[1] and both[1] < bf16[1]

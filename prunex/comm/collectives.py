@@ -168,13 +168,15 @@ class Comm:
         nbytes = t.numel() * t.element_size()
         span = self.timer.start()
         work = dist.all_reduce(t, op=reduce_op, group=group, async_op=True)
+        launched = time.perf_counter()
 
         def wait() -> torch.Tensor:
+            overlapped = time.perf_counter() - launched  # the modelled link was busy meanwhile too
             self.current = f"{level} allreduce"
             work.wait()
             self.current = None
             if self._alpha_beta is not None:
-                time.sleep(self._alpha_beta.delay(self.topo, level, "allreduce", nbytes))
+                time.sleep(max(0.0, self._alpha_beta.delay(self.topo, level, "allreduce", nbytes) - overlapped))
             self.record(level, "allreduce", nbytes, span.stop())
             if op == "avg":
                 t.div_(dist.get_world_size(group))

@@ -175,6 +175,8 @@ class Options:
     ddp_bucket_mb: float = _DDP.bucket_cap_mb  # DDP bucket_cap_mb, MiB
     ddp_grad_bytes: int = 4  # 2 with --grad-dtype bf16/fp16
     wire_bytes: int = 4  # hsadmm compact buckets on the wire: 2 with --wire-dtype bf16/fp16
+    inter_exchange: str = "leader"  # hsadmm: "sharded" spreads each bucket over the node's P ranks
+    procs_per_node: int = 1  # P, for the sharded exchange's shards
     topk_ratio: float = _TOPK.ratio
     density: float = _PACTRAIN.density  # pactrain
     filter_keep: float = _ADMM.filter_keep
@@ -203,6 +205,8 @@ class Options:
             ddp_bucket_mb=cfg.ddp.bucket_cap_mb,
             ddp_grad_bytes=4 if cfg.ddp.grad_dtype == "fp32" else 2,
             wire_bytes=4 if a.wire_dtype == "fp32" else 2,
+            inter_exchange=a.inter_exchange,
+            procs_per_node=cfg.procs_per_node,
             topk_ratio=cfg.topk.ratio,
             density=cfg.pactrain.density,
             filter_keep=a.filter_keep,
@@ -268,6 +272,11 @@ def hsadmm_workload(spec: ModelSpec, kept: Kept, opts: Options, shard: int, dyna
             compact.append(p.numel)
     for i, b in enumerate(bucket_bytes(compact + buffers, 4, int(opts.bucket_mb * 1e6))):
         b = b * opts.wire_bytes // 4  # fp32 buckets, cast for the wire (`prunex.comm.wire`)
+        if opts.inter_exchange == "sharded":  # 1/P of the (padded) bucket per rank, P groups at once
+            part = -(-b // (opts.wire_bytes * opts.procs_per_node)) * opts.wire_bytes
+            coll.append(Collective("shard", "allreduce", part, tag=f"compact z+v shard of bucket {i}"))
+            coll.append(Collective("intra", "allgather", part, tag=f"compact z shards of bucket {i}"))
+            continue
         coll.append(Collective("inter", "allreduce", b, tag=f"compact z+v bucket {i}"))
         coll.append(Collective("intra", "broadcast", b, tag=f"compact z bucket {i}"))
     table = 4 * HSADMM_RESIDUAL_COLUMNS * len(spec.params)  # `HSADMM.total`
@@ -393,7 +402,7 @@ def category(c: Collective) -> str:
     """The time column a collective counts in: mask_sync, broadcast, allgather, barrier or <level>_allreduce."""
     if c.op in ("mask_sync", "broadcast", "allgather", "barrier"):
         return f"{c.op}_s"
-    return f"{c.level}_allreduce_s"
+    return "inter_allreduce_s" if c.level == "shard" else f"{c.level}_allreduce_s"  # the sharded exchange
 
 
 @dataclass(frozen=True)
