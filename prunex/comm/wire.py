@@ -14,12 +14,12 @@ then carries 1/P of a leader's bytes per rank; with one NIC per GPU that is P li
 one. With M = 2 each entry is the same single sum as the leaders', so bitwise the same z
 (`tests/test_exchange.py`); with M > 2 the backend may sum in another order (equal up to rounding).
 
-- ``fp32``: exactly `Bucketer.all_reduce(..., "avg")` and `Bucketer.broadcast` (SUM, then / M).
-- ``bf16``/``fp16``: each leader pre-scales its bucket by 1/M in fp32, casts it into a wire buffer
-  of the same layout, the leaders AllReduce(SUM) the wire buffers in that type (both NCCL and gloo
-  sum bf16/fp16; pre-scaling keeps fp16 clear of overflow), the leader broadcasts the wire buffer
-  in its node and every rank casts it back into the fp32 bucket, so the node's ranks hold bitwise
-  the same z. Half the bytes of both collectives.
+- ``fp32``: the AllReduce(SUM) of the fp32 bucket, then / M (what the paper's exchange always did).
+- ``bf16``/``fp16``: the bucket (or shard) is pre-scaled by 1/M in fp32 and cast into a wire buffer
+  of the same layout, the AllReduce(SUM) runs in that type (both NCCL and gloo sum bf16/fp16;
+  pre-scaling keeps fp16 clear of overflow), the Broadcast/AllGather in the node moves the wire
+  buffer and every rank casts it back into the fp32 bucket, so the node's ranks hold bitwise the
+  same z. Half the bytes of both collectives.
 
 Error bound (unit roundoff u = 2^-8 for bf16, 2^-11 for fp16; standard recursive summation,
 Higham 2002, eq. (4.4)): one rounding of each pre-scaled term, at most M - 1 roundings of the
