@@ -7,7 +7,8 @@ alpha-beta link emulation), the methods (keep and top-k counts) and the analytic
 Notation: a group of ``p`` members, a payload of ``n`` bytes *per member* (the tensor each member
 passes in, as logged in ``comm.parquet``). Ranks are placed blockwise on ``M`` nodes of ``P`` ranks
 (node = rank // P); ``intra`` is a node's P ranks, ``inter`` the M node leaders (local rank 0),
-``flat`` all N = M P ranks (paper sec. 4.1.1).
+``flat`` all N = M P ranks (paper sec. 4.1.1); ``shard`` the ranks of one local rank on every node
+(M members, P such groups: the sharded inter-node exchange, `prunex.comm.wire`).
 
 **Ring model** (Thakur, Rabenseifner & Gropp 2005, "Optimization of collective communication
 operations in MPICH", IJHPCA 19(1); Patarasuk & Yuan 2009, "Bandwidth optimal all-reduce algorithms
@@ -16,11 +17,12 @@ rank order, each member sending to its successor:
 
 | op | bytes each member sends (`member_bytes`) | messages on the critical path (`ring_steps`) |
 |---|---|---|
-| allreduce, mask_sync, barrier | 2 (p-1)/p n (reduce-scatter + allgather) | 2 (p-1) |
-| allgather | (p-1) n | p-1 |
+| allreduce, barrier | 2 (p-1)/p n (reduce-scatter + allgather) | 2 (p-1) |
+| allgather, mask_sync | (p-1) n | p-1 |
 | broadcast | n, except the chain's last member (the one before the root) | p-1 (chain), ceil(log2 p) (tree) |
 
-A barrier is a 1-byte AllReduce (`prunex.comm.Comm.barrier`) and is counted as one everywhere.
+A barrier is a 1-byte AllReduce (`prunex.comm.Comm.barrier`) and is counted as one everywhere; a
+mask_sync is an AllGather of packed bitsets, ``n = ceil(flags / 8)`` (`prunex.comm.Comm.mask_sync`).
 
 A send crosses a node boundary when the ring successor lives on another node: ``intra`` groups
 never cross; ``inter`` groups cross on every hop when M > 1; the ``flat`` ring crosses on the M hops
@@ -51,8 +53,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 OPS = ("allreduce", "broadcast", "allgather", "mask_sync", "barrier")
-ALLREDUCE_LIKE = ("allreduce", "mask_sync", "barrier")  # a barrier is a 1-byte AllReduce (`Comm.barrier`)
-LEVELS = ("intra", "inter", "flat")
+ALLREDUCE_LIKE = ("allreduce", "barrier")  # a barrier is a 1-byte AllReduce (`Comm.barrier`)
+ALLGATHER_LIKE = ("allgather", "mask_sync")  # the mask union all-gathers packed bitsets (`Comm.mask_sync`)
+LEVELS = ("intra", "inter", "flat", "shard")
 BROADCAST_ALGOS = ("tree", "ring")
 FIT_WEIGHTINGS = ("scaled", "relative", "absolute")
 
@@ -70,7 +73,7 @@ def group_size(level: str, nodes: int, procs_per_node: int) -> int:
     """Members of a ``level`` group: P (intra), M (inter), M P (flat)."""
     if level not in LEVELS:
         raise ValueError(f"unknown level {level!r}; known: {', '.join(LEVELS)}")
-    return {"intra": procs_per_node, "inter": nodes, "flat": nodes * procs_per_node}[level]
+    return {"intra": procs_per_node, "inter": nodes, "flat": nodes * procs_per_node, "shard": nodes}[level]
 
 
 def group_ranks(level: str, nodes: int, procs_per_node: int, rank: int) -> list[int]:
@@ -83,6 +86,8 @@ def group_ranks(level: str, nodes: int, procs_per_node: int, rank: int) -> list[
         return [m * P for m in range(nodes)]
     if level == "flat":
         return list(range(nodes * P))
+    if level == "shard":  # the ranks of this local rank on every node (sharded inter-node exchange)
+        return [m * P + rank % P for m in range(nodes)]
     raise ValueError(f"unknown level {level!r}; known: {', '.join(LEVELS)}")
 
 
@@ -94,7 +99,7 @@ def crosses(level: str, nodes: int) -> bool:
 # ----------------------------------------------------------------------------------------- bytes
 def ring_steps(op: str, p: int, broadcast_algo: str = "ring") -> int:
     """Messages on the critical path of one collective of ``p`` members (each costs one alpha):
-    ``2 (p-1)`` (allreduce, mask_sync, barrier), ``p-1`` (allgather), ``p-1`` (chain broadcast) or
+    ``2 (p-1)`` (allreduce, barrier), ``p-1`` (allgather, mask_sync), ``p-1`` (chain broadcast) or
     ``ceil(log2 p)`` (tree broadcast). Thakur et al. 2005."""
     _check_op(op)
     if p <= 1:
@@ -113,7 +118,7 @@ def member_bytes(op: str, nbytes: float, p: int) -> float:
         return 0.0
     if op in ALLREDUCE_LIKE:
         return 2.0 * (p - 1) / p * nbytes
-    if op == "allgather":
+    if op in ALLGATHER_LIKE:
         return float((p - 1) * nbytes)
     return float(nbytes)
 
@@ -161,10 +166,10 @@ def ring_bytes(level: str, op: str, nbytes: float, nodes: int, procs_per_node: i
         return 0.0, 0.0
     per = member_bytes(op, nbytes, g)
     senders = g - 1 if op == "broadcast" else g
-    total = (M if level == "intra" else 1) * senders * per
+    total = {"intra": M, "shard": procs_per_node}.get(level, 1) * senders * per
     if not crosses(level, M):
         return 0.0, total
-    if level == "inter":
+    if level in ("inter", "shard"):
         return total, 0.0
     crossing = M - 1 if op == "broadcast" else M
     return crossing * per, total - crossing * per
@@ -298,6 +303,11 @@ def ddp_bucket_sizes(param_bytes: Iterable[int], cap_bytes: int) -> list[int]:
 
 
 # ---------------------------------------------------------------------------------------- counts
+def packed_bytes(flags: int) -> int:
+    """Bytes of a bitset of ``flags`` 0/1 flags packed eight to a byte (`Comm.mask_sync`): ceil(flags / 8)."""
+    return (int(flags) + 7) // 8
+
+
 def check_keep(keep: float, what: str = "keep") -> None:
     """Refuse a keep rate outside (0, 1] (bools and NaN included)."""
     if not isinstance(keep, (int, float)) or isinstance(keep, bool) or not 0.0 < keep <= 1.0:

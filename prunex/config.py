@@ -31,6 +31,8 @@ EXECUTOR_NAMES = ("debug", "local", "slurm")
 DEVICE_NAMES = ("auto", "cuda", "cpu")  # prunex.device
 LINK_MODELS = ("none", "alpha-beta", "netns-tc")
 MOMENTUM_POLICIES = ("carry", "reset")
+WIRE_DTYPES = ("fp32", "bf16", "fp16")  # element types of the compact inter-node buckets
+INTER_EXCHANGES = ("leader", "sharded")  # how the compact buckets cross nodes
 SHARED_RUNS_DIR = "runs"  # RESULTS/runs/<shared id>: every run, once; experiments link to it
 
 # Run identity. Two configs that differ only in these fields ask for the same training, so they share
@@ -108,6 +110,16 @@ class ADMMConfig:
     # when evaluation does not re-estimate them (RunConfig.bn_batches == 0), since re-estimation throws the
     # averages away; RunConfig.averages_bn_stats resolves it.
     average_bn_stats: bool | None = None
+    # Element type of the compact inter-node buckets on the wire (issue 18): "fp32" (the paper's), or
+    # "bf16"/"fp16": pre-scaled by 1/M, summed in that type, cast back before decompress (`prunex.comm.wire`).
+    wire_dtype: str = "fp32"
+    # Pipelined inter-node buckets (issue 18): bucket k+1 is compressed while bucket k's AllReduce is in
+    # flight; bitwise the same result as one bucket after another (`prunex.admm.steps.inter_node_average`).
+    pipeline_buckets: bool = True
+    # Inter-node exchange of the compact buckets (issue 18): "leader" (the paper's, through the node
+    # leaders) or "sharded" (each local rank AllReduces 1/P of every bucket with its peers on the other
+    # nodes, then the node AllGathers; every NIC of a multi-NIC node busy), `prunex.comm.wire`.
+    inter_exchange: str = "leader"
 
     def __post_init__(self) -> None:
         if self.iterations < 1:
@@ -137,6 +149,12 @@ class ADMMConfig:
             raise ConfigError(
                 f"momentum_policy must be one of {', '.join(MOMENTUM_POLICIES)}, got {self.momentum_policy!r}"
             )
+        if self.inter_exchange not in INTER_EXCHANGES:
+            raise ConfigError(
+                f"inter_exchange must be one of {', '.join(INTER_EXCHANGES)}, got {self.inter_exchange!r}"
+            )
+        if self.wire_dtype not in WIRE_DTYPES:
+            raise ConfigError(f"wire_dtype must be one of {', '.join(WIRE_DTYPES)}, got {self.wire_dtype!r}")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -41,7 +41,7 @@ class Section:
 
 
 SECTIONS: dict[str, Section] = {
-    "admm": Section(),
+    "admm": Section(choices={"wire_dtype": ("fp32", "bf16", "fp16"), "inter_exchange": ("leader", "sharded")}),
     "topk": Section(prefix="topk_"),
     "pactrain": Section(),
     "ddp": Section(choices={"grad_dtype": ("fp32", "bf16", "fp16")}),

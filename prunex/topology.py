@@ -167,9 +167,10 @@ class Groups:
     inter: dist.ProcessGroup | None
     flat: dist.ProcessGroup
     intra_all: list[dist.ProcessGroup]
+    shard: dist.ProcessGroup | None = None  # this local rank on every node (built on request)
 
     def get(self, level: str) -> dist.ProcessGroup:
-        group = {"intra": self.intra, "inter": self.inter, "flat": self.flat}[level]
+        group = {"intra": self.intra, "inter": self.inter, "flat": self.flat, "shard": self.shard}[level]
         if group is None:
             raise RuntimeError(f"this rank is not a member of the {level} group")
         return group
@@ -195,15 +196,22 @@ def init_distributed(topo: Topology, device: torch.device, timeout_s: float, sto
     )
 
 
-def build_groups(topo: Topology, timeout_s: float) -> Groups:
-    """Create the intra, inter and flat groups; every rank must call this in the same order."""
+def build_groups(topo: Topology, timeout_s: float, shards: bool = False) -> Groups:
+    """Create the intra, inter and flat groups, and with ``shards`` the P groups of equal local rank
+    across nodes (the sharded inter-node exchange); every rank must call this in the same order."""
     timeout = timedelta(seconds=timeout_s)
     intra_all = [dist.new_group(topo.node_ranks(i), timeout=timeout) for i in range(topo.nodes)]
     inter = dist.new_group(topo.leaders, timeout=timeout)
     flat = dist.new_group(list(range(topo.world_size)), timeout=timeout)
+    shard = None
+    if shards:
+        P = topo.procs_per_node
+        shard_all = [dist.new_group([m * P + j for m in range(topo.nodes)], timeout=timeout) for j in range(P)]
+        shard = shard_all[topo.local_rank]
     return Groups(
         intra=intra_all[topo.node],
         inter=inter if topo.is_leader else None,
         flat=flat,
         intra_all=intra_all,
+        shard=shard,
     )

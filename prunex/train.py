@@ -128,7 +128,8 @@ def _evaluate(
 
 
 def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path:
-    groups = build_groups(topo, config.collective_timeout_s)
+    sharded = config.method == "hsadmm" and config.admm.inter_exchange == "sharded"  # its P inter-node groups
+    groups = build_groups(topo, config.collective_timeout_s, shards=sharded)
     comm = Comm(topo, groups, device, config.link)
     log = RunLog(run_dir, topo.rank)
     if topo.rank == 0:

@@ -11,6 +11,7 @@ from distributed import run_distributed
 from torch import nn
 from torch.utils.data import TensorDataset
 
+from prunex.admm.residuals import HSADMM_TABLE_COLUMNS
 from prunex.config import ADMMConfig, RunConfig
 
 BATCH = 8
@@ -57,6 +58,7 @@ def _run(rank: int, tmp: str, admm: ADMMConfig, bn_batches: int) -> dict:
     out["intra_bytes"] = sum(r["bytes"] for r in records if (r["level"], r["op"]) == ("intra", "allreduce"))
     out["param_bytes"] = 4 * sum(q.numel() for q in model.parameters())
     out["buffer_bytes"] = 4 * sum(b.numel() for b in model.buffers() if b.is_floating_point())
+    out["table_bytes"] = 4 * len(HSADMM_TABLE_COLUMNS) * len(list(model.parameters()))  # float32 residual table
     return out
 
 
@@ -75,5 +77,6 @@ def test_bn_statistics_travel_only_when_not_reestimated(bn_batches: int, average
     sends = average if average is not None else bn_batches == 0
     for r in run_distributed(_run, 2, str(tmp_path), admm, bn_batches):
         assert bool(r["buffers_in_consensus"]) == sends
-        # the intra-node payload per iteration: theta + u, plus the statistics only when they are averaged
-        assert r["intra_bytes"] == 2 * (r["param_bytes"] + (r["buffer_bytes"] if sends else 0))
+        # the intra-node payload per iteration: theta + u, plus the statistics only when they are averaged,
+        # and the residual table summed in the node (`HSADMM.total`)
+        assert r["intra_bytes"] == 2 * (r["param_bytes"] + (r["buffer_bytes"] if sends else 0) + r["table_bytes"])

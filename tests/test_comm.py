@@ -66,8 +66,9 @@ def test_groups_and_one_collective_per_level() -> None:
         assert recs[("intra", "broadcast")]["intra_bytes"] == (4 * N if rank % 2 == 0 else 0)
         if r["leader"]:
             assert recs[("inter", "allreduce")]["inter_bytes"] == 4 * N  # each leader's link
-            assert recs[("inter", "mask_sync")]["bytes"] == 8
-            assert recs[("inter", "mask_sync")]["inter_bytes"] == 8
+            # 8 flags packed in 1 byte, all-gathered: each leader sends (2-1) * 1 byte
+            assert recs[("inter", "mask_sync")]["bytes"] == 1
+            assert recs[("inter", "mask_sync")]["inter_bytes"] == 1
         assert all(x["seconds"] >= 0 for x in r["records"])
 
 
@@ -94,3 +95,25 @@ def test_alpha_beta_delay() -> None:
     assert link.delay(topo, "intra", "allreduce", 125_000_000) == 0.0
     # a barrier is a 1-byte AllReduce: 2 (g-1) steps, like every AllReduce (it used to be charged g-1)
     assert link.delay(Topology(0, 8, 4, 2), "flat", "barrier", 1) == pytest.approx(2 * 7 * 1e-3 + 2 * 7 / 8 / 125e6)
+
+
+def _mask_union(rank: int, flags: int) -> dict:
+    topo = discover(4, 1)  # four leaders: the inter group is every rank
+    comm = Comm(topo, build_groups(topo, 60), torch.device("cpu"))
+    gen = torch.Generator().manual_seed(rank)
+    mine = (torch.rand(flags, generator=gen) < 0.2).to(torch.uint8)  # sparse: ORs of 4 differ from each
+    reference = comm.all_reduce(mine.clone(), "inter", "max")  # the one-byte-per-flag AllReduce-MAX
+    union = comm.mask_sync(mine.clone())
+    return {"mine": mine, "union": union, "reference": reference, "records": comm.drain()}
+
+
+@pytest.mark.parametrize("flags", [1, 13, 1440])
+def test_bitset_mask_sync_equals_the_uint8_or(flags: int) -> None:
+    res = run_distributed(_mask_union, 4, flags)
+    expected = torch.stack([r["mine"] for r in res]).amax(dim=0)  # OR on {0, 1}
+    for r in res:
+        assert r["union"].dtype == torch.uint8 and torch.equal(r["union"], expected)
+        assert torch.equal(r["reference"], expected)
+        sync = next(x for x in r["records"] if x["op"] == "mask_sync")
+        assert sync["bytes"] == (flags + 7) // 8  # eight flags a byte
+        assert sync["inter_bytes"] == 3 * ((flags + 7) // 8)  # ring AllGather of 4: (4-1) payloads

@@ -35,7 +35,7 @@ def test_ring_formulas_match_hand_computed_values():
     assert formulas.allreduce_time(1000, 2, L) == pytest.approx(2e-3 + 1e-3)
     for op in commcost.OPS:
         assert commcost.collective_time(op, 1000, 1, L) == 0.0
-    assert commcost.ring_steps("mask_sync", 5) == 8 and commcost.ring_steps("broadcast", 5, "tree") == 3
+    assert commcost.ring_steps("mask_sync", 5) == 4 and commcost.ring_steps("broadcast", 5, "tree") == 3  # an AllGather
     assert commcost.ring_steps("barrier", 5) == 8  # a 1-byte AllReduce, in the run's emulation too
 
 
@@ -139,11 +139,13 @@ def test_hsadmm_workload_by_hand():
     assert got == [
         ("flat", "barrier", 1),
         ("intra", "allreduce", 4 * 402),
-        ("inter", "mask_sync", 12),
+        ("inter", "mask_sync", 2),  # 12 flags, packed eight to a byte
         ("intra", "broadcast", 12),
         ("inter", "allreduce", 4 * (144 + 8 + 90 + 16)),
         ("intra", "broadcast", 4 * 258),
-        ("flat", "allreduce", 8 * 9 * 4),
+        ("intra", "allreduce", 4 * 9 * 4),  # the float32 residual table: in the node,
+        ("inter", "allreduce", 4 * 9 * 4),  # across nodes by the leaders,
+        ("intra", "broadcast", 4 * 9 * 4),  # back to the workers
     ]
     assert w.samples == 50 and w.steps == 2 * 3
     assert workload.compact_fraction(spec, kept) == 0.5
@@ -152,10 +154,16 @@ def test_hsadmm_workload_by_hand():
     # BatchNorm statistics re-estimated before evaluation (the default): not exchanged at all
     lean = workload.hsadmm_workload(spec, kept, workload.Options(channel_keep=0.5), shard=25, dynamic=0.0)
     got = [(c.level, c.op, c.nbytes) for c in lean.collectives if c.op == "allreduce"]
-    assert got == [("intra", "allreduce", 4 * 386), ("inter", "allreduce", 4 * 242), ("flat", "allreduce", 8 * 9 * 4)]
+    assert got == [
+        ("intra", "allreduce", 4 * 386),
+        ("inter", "allreduce", 4 * 242),
+        ("intra", "allreduce", 4 * 9 * 4),
+        ("inter", "allreduce", 4 * 9 * 4),
+    ]
     # bucketing: a 1000-byte cap splits the 1608-byte intra buffer after the conv weight
     small = workload.hsadmm_workload(spec, kept, workload.Options(bucket_mb=1e-3, average_bn_stats=True), shard=25)
-    assert [c.nbytes for c in small.collectives if c.level == "intra" and c.op == "allreduce"] == [1152, 456]
+    intra = [c.nbytes for c in small.collectives if c.level == "intra" and c.op == "allreduce"]
+    assert intra == [1152, 456, 4 * 9 * 4]  # two theta+u buckets, then the residual table
 
 
 def test_iteration_cost_by_hand():
@@ -504,3 +512,19 @@ def test_model_constrains_the_layers_and_groups_that_runs_constrain(filter_keep,
     assert ("conv1.weight" in got) == (filter_keep < 1.0)
     if "conv1.weight" in got:
         assert got["conv1.weight"][1] == 3
+
+
+def test_sharded_exchange_gains_only_where_a_node_has_several_nics():
+    from prunex.bench.exchange import rows
+
+    for cluster in ("puhti", "puhti-dual-rail"):
+        table = {name: (nbytes, sec) for name, nbytes, sec in rows(cluster, "resnet20", 4, 0.5)}
+        paper, sharded = table["PruneX, paper (leader, fp32)"], table["+ --inter-exchange sharded"]
+        bf16, both = table["+ --wire-dtype bf16"], table["all together"]
+        assert sharded[0] == pytest.approx(paper[0], rel=1e-3)  # the same bytes leave each node
+        assert bf16[0] == pytest.approx(paper[0] / 2, rel=1e-2)  # half of them in bf16 (residual table: fp32)
+        nics = calibrate.load_cluster(cluster).network.inter_nics
+        if nics == 1:  # the leader already had the node's only link
+            assert sharded[1] == pytest.approx(paper[1], rel=0.05)
+        else:  # the leader drives one of the node's NICs, the P shard groups all of them
+            assert sharded[1] < paper[1] and both[1] < bf16[1]

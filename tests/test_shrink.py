@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from prunex.bench.shrink import resnet152_conv_shapes
-from prunex.comm.shrink import compress, decompress
+from prunex.comm.shrink import ShrinkPlan, compress, decompress, shrink_plan
 from prunex.pruning import GroupMask, project
 
 METHODS = ["auto", "index_select", "flat"]
@@ -114,3 +114,27 @@ def test_resnet152_shapes() -> None:
     shapes = resnet152_conv_shapes()
     assert len(shapes) == 155 and shapes[0] == (64, 3, 3, 3)
     assert sum(math.prod(s) for s in shapes) == 57_984_704
+
+
+@pytest.mark.parametrize("shape", [(6, 5, 3, 3), (8, 4, 1, 1), (7, 3), (4, 6, 1, 3)])
+def test_plan_is_bitwise_the_functions(shape: tuple[int, ...]) -> None:
+    gen = torch.Generator().manual_seed(3)
+    out_idx, in_idx = torch.tensor([0, 2, 3]), torch.tensor([1, 2])
+    plan = ShrinkPlan(out_idx, in_idx, shape, torch.device("cpu"))
+    cbuf, zbuf = torch.empty(plan.compact_shape), torch.full(shape, math.nan)
+    for _ in range(2):  # buffers reused: stale content must not survive
+        t = torch.randn(shape, generator=gen)
+        c = plan.compress(t, out=cbuf)
+        assert c is cbuf and torch.equal(c, compress(t, out_idx, in_idx))
+        z = plan.decompress(c, out=zbuf)
+        assert z is zbuf and torch.equal(z, decompress(c, out_idx, in_idx, shape))
+    with pytest.raises(ValueError, match="plan is for shape"):
+        plan.compress(torch.randn(9, 9))
+
+
+def test_shrink_plan_is_made_once_per_mask() -> None:
+    gm = GroupMask.of_tensor(project(torch.randn(8, 6, 3, 3), filter_keep=0.5, channel_keep=0.5))
+    plan = shrink_plan(gm)
+    assert shrink_plan(gm) is plan and plan.compact_shape == gm.compact_shape
+    other = GroupMask.of_tensor(project(torch.randn(8, 6, 3, 3), filter_keep=0.5, channel_keep=0.5))
+    assert shrink_plan(other) is not plan

@@ -49,6 +49,7 @@ from prunex.admm.steps import (
     z_node_step,
 )
 from prunex.comm.bucket import Bucketer
+from prunex.comm.wire import WireBuckets
 from prunex.pruning import GroupMask
 
 __all__ = ["HSADMM", "ConsensusResult"]
@@ -69,7 +70,28 @@ class HSADMM(ConsensusEngine):
         self.rho_inter = dict.fromkeys(self.names, self.cfg.rho_inter)
         self.node_masks: dict[str, GroupMask] = {}
         self.intra_buckets = Bucketer(self.cfg.bucket_mb, self.dtype, self.device)
-        self.inter_buckets = Bucketer(self.cfg.bucket_mb, self.dtype, self.device)
+        sharded = self.cfg.inter_exchange == "sharded"  # buckets padded to P equal shards
+        self.inter_buckets = Bucketer(
+            self.cfg.bucket_mb, self.dtype, self.device, multiple=self.topo.procs_per_node if sharded else 1
+        )
+        # the compact buckets' type on the wire and their way across nodes (`prunex.comm.wire`)
+        self.wire = WireBuckets(self.cfg.wire_dtype, self.cfg.inter_exchange)
+
+    def total(self, rows: list[list[float]]) -> list[list[float]]:
+        """The residual table summed over every rank (Alg. 1 line 28), kept off the flat group: float32,
+        an AllReduce(sum) in the node, one across nodes by the leaders only, then a Broadcast in the node.
+
+        Deliberately not the float64 flat AllReduce of `ConsensusEngine.total`: the totals only feed the
+        stopping test and residual balancing (ratios against mu = 10), for which float32's 1e-7 relative
+        error is immaterial, and a node's link then carries 2 (M-1)/M of a 4-byte table once instead of
+        2 (N-1)/N of an 8-byte one. The logged per-rank residuals are computed before and are unchanged.
+        """
+        table = torch.tensor(rows, dtype=torch.float32, device=self.device)
+        self.comm.all_reduce(table, "intra", "sum")
+        if self.topo.is_leader:
+            self.comm.all_reduce(table, "inter", "sum")
+        self.comm.broadcast(table, "intra")
+        return table.cpu().tolist()
 
     @torch.no_grad()
     def consensus(self, k: int, *, force_frozen: bool = False) -> ConsensusResult:
@@ -108,7 +130,15 @@ class HSADMM(ConsensusEngine):
             froze_now = self.freeze.observe(k, sum(drift.values()) if self.sparsity else None)
         spans: dict[str, list] = {"compress": [], "decompress": []}  # device-clock spans, read at the end
         z_new, global_buffers = inter_node_average(
-            self.z_node, self.v, self.masks, node_buffers, self.inter_buckets, comm, spans=spans
+            self.z_node,
+            self.v,
+            self.masks,
+            node_buffers,
+            self.inter_buckets,
+            comm,
+            spans=spans,
+            wire=self.wire,
+            pipeline=self.cfg.pipeline_buckets,
         )
 
         # Phase 5 (lines 23-31): the z update, dual updates, residuals, penalty balancing.

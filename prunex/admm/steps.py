@@ -17,13 +17,15 @@ Residuals and penalty balancing are in `prunex.admm.residuals`, mask freezing in
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import torch
 from torch import Tensor
 
-from prunex.comm import Comm, compress, decompress
+from prunex.comm import Comm
 from prunex.comm.bucket import Bucketer
+from prunex.comm.shrink import shrink_plan
+from prunex.comm.wire import WireBuckets
 from prunex.pruning import GroupMask, LayerSparsity, project_groups
 from prunex.timing import Span
 
@@ -83,9 +85,9 @@ def project_or_freeze(z: Tensor, sparsity: LayerSparsity, frozen: GroupMask | No
 
 
 def sync_masks(node_masks: Mapping[str, GroupMask], comm: Comm) -> dict[str, GroupMask]:
-    """Eq. (14): the union of the nodes' masks, per group, by a uint8 AllReduce-MAX over the leaders
-    (MAX is OR on {0, 1}), then an intra-node Broadcast so that every worker knows the global index
-    sets (Alg. 1 line 25)."""
+    """Eq. (14): the union of the nodes' masks, per group, over the leaders (`Comm.mask_sync`: packed
+    bitsets all-gathered and OR-ed locally), then an intra-node Broadcast of the uint8 flags so that
+    every worker knows the global index sets (Alg. 1 line 25)."""
     vec = torch.cat([m.vector() for m in node_masks.values()])
     if comm.topo.is_leader:
         comm.mask_sync(vec, "inter")
@@ -107,6 +109,8 @@ def inter_node_average(
     comm: Comm,
     *,
     spans: dict[str, list[Span]] | None = None,
+    wire: WireBuckets | None = None,
+    pipeline: bool = False,
 ) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
     """Phase 4 (Alg. 1 lines 19-22 and 25; eq. (15), sec. 4.4): the new global z.
 
@@ -119,34 +123,70 @@ def inter_node_average(
     globally averaged buffers (views into the buckets where no decompression is needed). With
     ``spans`` given, the compress (leaders only) and decompress intervals are appended to its
     ``"compress"`` and ``"decompress"`` lists on the device's clock (`prunex.timing`), to be read after
-    the step.
+    the step. ``wire`` sets the buckets' type on the wire (`prunex.comm.wire`; default fp32, the paper's).
+
+    Bucket by bucket. Sequential (``pipeline`` False): fill, AllReduce, Broadcast, decompress, then
+    the next bucket. Pipelined: bucket k+1 is filled while bucket k's AllReduce is in flight
+    (``async_op``), and bucket k is broadcast and decompressed while k+1's is; the same operations on
+    the same data, so the same bits (`tests/test_pipeline.py`); with one bucket nothing changes.
     """
+    wire = WireBuckets("fp32") if wire is None else wire
     names, bnames = list(z_node), list(buffers)
     spans = {"compress": [], "decompress": []} if spans is None else spans
     shapes = [masks[n].compact_shape if n in masks else tuple(z_node[n].shape) for n in names]
     buckets.layout([math.prod(s) for s in shapes] + [buffers[b].numel() for b in bnames])
-    if comm.topo.is_leader:
+    by_bucket: list[list[int]] = [[] for _ in buckets.buffers]  # tensor indices (params, then buffers)
+    for i, slot in enumerate(buckets.slots):
+        by_bucket[slot.bucket].append(i)
+    z: dict[str, Tensor] = {}
+
+    def fill(b: int) -> None:  # lines 19-20 for the tensors of bucket b
         span = comm.timer.start()
-        for i, n in enumerate(names):
+        for i in by_bucket[b]:
+            if i >= len(names):
+                buckets.view(i).copy_(buffers[bnames[i - len(names)]].reshape(-1))
+                continue
+            n = names[i]
             c = z_node[n] + v[n]
-            if n in masks:
-                compress(c, masks[n].out_idx, masks[n].in_idx, out=buckets.view(i, shapes[i]))
+            if n in masks:  # indices computed once per mask (`shrink_plan`), written into the bucket
+                shrink_plan(masks[n], c.device).compress(c, out=buckets.view(i, shapes[i]))
             else:
                 buckets.view(i).copy_(c.reshape(-1))
-        for j, b in enumerate(bnames):
-            buckets.view(len(names) + j).copy_(buffers[b].reshape(-1))
         spans.setdefault("compress", []).append(span.stop())
-        buckets.all_reduce(comm, "inter", "avg")
-    buckets.broadcast(comm, "intra")
-    z = {}
-    for i, n in enumerate(names):
-        view = buckets.view(i, shapes[i])
-        if n in masks:
-            span = comm.timer.start()
-            z[n] = decompress(view, masks[n].out_idx, masks[n].in_idx, z_node[n].shape)
-            spans.setdefault("decompress", []).append(span.stop())
-        else:
-            z[n] = view.reshape(z_node[n].shape)
+
+    def finish(b: int) -> None:  # line 25, then line 22 for the tensors of bucket b
+        wire.finish_one(buckets, b, comm)
+        for i in by_bucket[b]:
+            if i >= len(names):
+                continue
+            n, view = names[i], buckets.view(i, shapes[i])
+            if n in masks:
+                span = comm.timer.start()
+                z[n] = shrink_plan(masks[n], view.device).decompress(view)
+                spans.setdefault("decompress", []).append(span.stop())
+            else:
+                z[n] = view.reshape(z_node[n].shape)
+
+    if wire.starts_here(comm.topo):  # the leaders (sharded exchange: every rank)
+        waiting: Callable[[], object] | None = None
+        for b in range(len(buckets.buffers)):
+            fill(b)
+            started = wire.start_avg(buckets, b, comm)  # line 21, in flight from here
+            if not pipeline:
+                started()
+                finish(b)
+                continue
+            if waiting is not None:  # bucket b-1 completes while bucket b travels
+                waiting()
+                finish(b - 1)
+            waiting = started
+        if pipeline and waiting is not None:
+            waiting()
+            finish(len(buckets.buffers) - 1)
+    else:
+        for b in range(len(buckets.buffers)):
+            finish(b)
+    z = {n: z[n] for n in names}
     return z, {b: buckets.view(len(names) + j, buffers[b].shape) for j, b in enumerate(bnames)}
 
 

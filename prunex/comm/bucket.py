@@ -25,10 +25,12 @@ class Bucketer:
         bucket_mb: target bucket size in MB (1e6 bytes).
         dtype: element type of the buffers.
         device: where they live.
+        multiple: pad every buffer to a multiple of this many elements (P for the sharded exchange).
     """
 
-    def __init__(self, bucket_mb: float, dtype: torch.dtype, device: torch.device) -> None:
+    def __init__(self, bucket_mb: float, dtype: torch.dtype, device: torch.device, multiple: int = 1) -> None:
         self.bucket_bytes = int(bucket_mb * 1e6)
+        self.multiple = multiple  # buffers padded to a multiple of this many elements (equal shards)
         self.dtype, self.device = dtype, device
         self._key: tuple[int, ...] | None = None
         self.buffers: list[torch.Tensor] = []
@@ -42,7 +44,10 @@ class Bucketer:
             return
         elem = torch.empty((), dtype=self.dtype).element_size()
         self.slots, sizes = plan_buckets(key, elem, self.bucket_bytes)
-        self.buffers = [torch.empty(s, dtype=self.dtype, device=self.device) for s in sizes]
+        m = self.multiple
+        # padding (sharded exchange) is zero: a sum of zeros, never read back
+        alloc = torch.zeros if m > 1 else torch.empty
+        self.buffers = [alloc(-(-s // m) * m, dtype=self.dtype, device=self.device) for s in sizes]
         self._key = key
         self.allocations += 1
 

@@ -11,13 +11,14 @@ CUDA events on the current stream on a GPU, read when the trainer drains the rec
 iteration (`drain`), so timing never synchronises the GPU inside a step.
 
 Only collectives that exist on both NCCL and gloo are used: SUM, MAX and AVG reductions (AVG is
-done as SUM then divide, because gloo has no AVG), broadcast and all_gather.
+done as SUM then divide, because gloo has no AVG), broadcast and all_gather (the mask union's packed
+bitsets are all-gathered and OR-ed locally, `Comm.mask_sync`).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 
@@ -25,6 +26,7 @@ import torch
 import torch.distributed as dist
 
 from prunex import commcost
+from prunex.comm.bitset import pack_bits, unpack_bits
 from prunex.comm.volume import group_members, wire_bytes
 from prunex.commcost import Link
 from prunex.config import ConfigError, LinkConfig
@@ -157,6 +159,31 @@ class Comm:
             t.div_(dist.get_world_size(group))
         return t
 
+    def all_reduce_start(self, t: torch.Tensor, level: str, op: str = "sum") -> Callable[[], torch.Tensor]:
+        """Launch an in-place AllReduce of `t` (``async_op=True``) and return its ``wait``: it blocks until
+        the collective is done (on CUDA: makes the current stream wait), divides for "avg" and records the
+        call, timed from the launch to the completion. Work done between the two overlaps the transfer."""
+        group = self.groups.get(level)
+        reduce_op = {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX}[op]
+        nbytes = t.numel() * t.element_size()
+        span = self.timer.start()
+        work = dist.all_reduce(t, op=reduce_op, group=group, async_op=True)
+        launched = time.perf_counter()
+
+        def wait() -> torch.Tensor:
+            overlapped = time.perf_counter() - launched  # the modelled link was busy meanwhile too
+            self.current = f"{level} allreduce"
+            work.wait()
+            self.current = None
+            if self._alpha_beta is not None:
+                time.sleep(max(0.0, self._alpha_beta.delay(self.topo, level, "allreduce", nbytes) - overlapped))
+            self.record(level, "allreduce", nbytes, span.stop())
+            if op == "avg":
+                t.div_(dist.get_world_size(group))
+            return t
+
+        return wait
+
     def broadcast(self, t: torch.Tensor, level: str, src: int | None = None) -> torch.Tensor:
         """In-place Broadcast from global rank `src` (default: the group's lowest rank, i.e. the
         node leader for `intra`)."""
@@ -174,16 +201,39 @@ class Comm:
             dist.all_gather(out, t, group=group)
         return out
 
+    def all_gather_into(self, out: torch.Tensor, shard: torch.Tensor, level: str) -> torch.Tensor:
+        """AllGather of equal shards into the flat ``out`` in rank order; ``shard`` may be this member's
+        own slice of ``out`` (in place, as NCCL documents). Recorded as an ``allgather`` of the shard."""
+        group = self.groups.get(level)
+        with self._timed(level, "allgather", shard.numel() * shard.element_size()):
+            dist.all_gather_into_tensor(out, shard, group=group)
+        return out
+
     def barrier(self, level: str) -> None:
         """Wait for every member: a 1-byte AllReduce recorded as `barrier`, so that time spent waiting
         for stragglers is not charged to the transfer that follows."""
         self.all_reduce(torch.zeros(1, dtype=torch.uint8, device=self.device), level, "max", tag="barrier")
 
     def mask_sync(self, masks: torch.Tensor, level: str = "inter") -> torch.Tensor:
-        """Union of the members' binary masks, eq. (14): an AllReduce of uint8 masks with MAX.
+        """Union of the members' binary masks, eq. (14), in place, sent as packed bitsets.
 
-        NCCL has no bitwise OR; on {0, 1} values MAX is the logical OR, on both backends.
+        Each member packs its G uint8 flags eight to a byte (`prunex.comm.bitset`), the group
+        all-gathers the packed bytes, and every member ORs the M bitsets locally and unpacks. A packed
+        bitset cannot be reduced by the backend: NCCL has no bitwise OR, and a MAX of packed bytes loses
+        bits (max(0b01, 0b10) = 0b10). Bytes each member sends on the ring: (M-1) ceil(G/8), against
+        2 (M-1)/M G for an AllReduce-MAX of one byte per flag: 16/M times fewer, so fewer below
+        M = 16 nodes; with M - 1 messages on the critical path instead of 2 (M - 1), it is also the
+        lower-latency choice at any M for these few-KB messages. Recorded as one ``mask_sync`` of the
+        packed payload (`prunex.commcost` prices it as an AllGather).
         """
         if masks.dtype != torch.uint8:
             raise TypeError(f"mask_sync takes uint8 masks, got {masks.dtype}")
-        return self.all_reduce(masks, level, "max", tag="mask_sync")
+        packed = pack_bits(masks)
+        group = self.groups.get(level)
+        gathered = [torch.empty_like(packed) for _ in range(dist.get_world_size(group))]
+        with self._timed(level, "mask_sync", packed.numel()):
+            dist.all_gather(gathered, packed, group=group)
+        union = gathered[0]
+        for other in gathered[1:]:
+            union = union.bitwise_or(other)
+        return unpack_bits(union, masks.numel(), out=masks)

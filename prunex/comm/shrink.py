@@ -16,6 +16,11 @@ Two equivalent implementations are kept (``method=``):
 :func:`_pick`): "flat" for compress of kernels larger than 1x1 and for every decompress, "index_select"
 for compress of 1x1 convs and Linear weights.
 
+Once a mask is known (and for good once it is frozen, sec. 4.5), :class:`ShrinkPlan` holds what every
+call would otherwise recompute: the indices on the data's device and the flat row index, computed
+once; `shrink_plan` caches one per `GroupMask`. Its ``compress``/``decompress`` give bitwise the same
+results as the functions (``method="auto"``), writing straight into the caller's ``out`` (a bucket view).
+
 Indices are used in the order given (sorted, as :mod:`prunex.pruning.masks` returns them, so that every
 leader packs the same layout), must not repeat, and are moved to the data's device.
 
@@ -26,12 +31,17 @@ Example::
 
 from __future__ import annotations
 
+import weakref
 from math import prod
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
-__all__ = ["compress", "decompress"]
+if TYPE_CHECKING:
+    from prunex.pruning import GroupMask
+
+__all__ = ["ShrinkPlan", "compress", "decompress", "shrink_plan"]
 
 _METHODS = ("auto", "index_select", "flat")
 
@@ -151,3 +161,78 @@ def decompress(
     else:
         out.index_put_((o[:, None], i[None, :]), c)  # sec. 4.4.3: scatter at K_out x K_in
     return out
+
+
+class ShrinkPlan:
+    """`compress` and `decompress` of one layer's kept slices with every index computed once.
+
+    Args:
+        out_idx: sorted kept output indices K_out (1-D, no repeats).
+        in_idx: sorted kept input indices K_in (1-D, no repeats).
+        shape: the full weight shape ``(C_out, C_in, ...)``.
+        device: where the data lives (the indices are moved there once).
+
+    Same layout and bitwise the same values as ``method="auto"``: kernels larger than 1x1 move whole
+    KH*KW rows through the precomputed flat row index ``K_out[p] * C_in + K_in[q]``; 1x1 convs and
+    Linear weights gather the kept filters (contiguous rows) into a scratch buffer the plan keeps,
+    then the kept channels. Decompress zero-fills and scatters rows (elements for 1x1) back.
+    """
+
+    def __init__(self, out_idx: Tensor, in_idx: Tensor, shape: tuple[int, ...], device: torch.device) -> None:
+        self.shape = tuple(int(s) for s in shape)
+        if len(self.shape) < 2:
+            raise ValueError(f"shrinkage needs a C_out x C_in x ... shape, got {self.shape}")
+        self.out_idx = out_idx.to(device=device, dtype=torch.long)
+        self.in_idx = in_idx.to(device=device, dtype=torch.long)
+        self.kernel = prod(self.shape[2:])
+        self.compact_shape = (self.out_idx.numel(), self.in_idx.numel(), *self.shape[2:])
+        self.rows = _flat_rows(self.out_idx, self.in_idx, self.shape[1])  # rows of the (C_out C_in) x K view
+        self._scratch: dict[torch.dtype, Tensor] = {}
+
+    def compress(self, t: Tensor, out: Tensor | None = None) -> Tensor:
+        """``t[K_out][:, K_in]`` into ``out`` (allocated when None), as `compress`."""
+        if tuple(t.shape) != self.shape:
+            raise ValueError(f"plan is for shape {self.shape}, got {tuple(t.shape)}")
+        if out is None:
+            out = torch.empty(self.compact_shape, dtype=t.dtype, device=t.device)
+        else:
+            _check_out(out, self.compact_shape, t, "compress")
+        c_out, c_in = self.shape[:2]
+        if self.kernel > 1:
+            torch.index_select(t.reshape(c_out * c_in, self.kernel), 0, self.rows, out=out.view(-1, self.kernel))
+            return out
+        scratch = self._scratch.get(t.dtype)
+        if scratch is None:
+            scratch = self._scratch[t.dtype] = torch.empty(self.out_idx.numel(), c_in, dtype=t.dtype, device=t.device)
+        torch.index_select(t.reshape(c_out, c_in), 0, self.out_idx, out=scratch)  # contiguous filter rows
+        torch.index_select(scratch, 1, self.in_idx, out=out.view(self.compact_shape[:2]))
+        return out
+
+    def decompress(self, c: Tensor, out: Tensor | None = None) -> Tensor:
+        """The zero-filled full tensor with ``c`` at K_out x K_in, into ``out`` when given, as `decompress`."""
+        if tuple(c.shape) != self.compact_shape:
+            raise ValueError(f"compact tensor has shape {tuple(c.shape)}, expected {self.compact_shape}")
+        if out is None:
+            out = torch.zeros(self.shape, dtype=c.dtype, device=c.device)
+        else:
+            _check_out(out, self.shape, c, "decompress")
+            out.zero_()
+        rows = out.view(self.shape[0] * self.shape[1], self.kernel)
+        rows.index_copy_(0, self.rows, c.reshape(-1, self.kernel))
+        return out
+
+
+_PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def shrink_plan(mask: GroupMask, device: torch.device | None = None) -> ShrinkPlan:
+    """The `ShrinkPlan` of a group mask, made on first use and kept while the mask lives (a frozen
+    mask lives for the rest of the run, so its indices are computed once)."""
+    device = mask.out_idx.device if device is None else device
+    key = (str(device),)
+    cached = _PLANS.get(mask)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    plan = ShrinkPlan(mask.out_idx, mask.in_idx, mask.shape, device)
+    _PLANS[mask] = (key, plan)
+    return plan

@@ -42,6 +42,8 @@ the status and source are printed with each projection::
         # "nominal_bytes_per_s": 1.5e11, "efficiency": 0.87, "rails": 1   (beta = product)
       },
       "inter": {"alpha_s": 1.4e-5, "nominal_bytes_per_s": 1.25e10, "efficiency": 0.8, "rails": 1},
+      # optional in "inter": "nics_per_node": N (default 1), the NICs its beta adds up; one process drives
+      # one, so the leaders get beta / N and the sharded exchange's P groups beta / max(P, N) each
       "broadcast_algo": "ring",                 # "ring" (NCCL) or "tree" (gloo)
       # optional, same form as intra/inter: "flat" (flat groups spanning nodes), "intra_broadcast",
       # "inter_broadcast" (separate broadcast fits; `cluster-from-sweep` writes all three)

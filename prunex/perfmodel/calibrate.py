@@ -393,6 +393,7 @@ def load_cluster(name_or_path: str | Path) -> Cluster:
             _optional_link(raw, "inter_broadcast", notes),
             _optional_link(raw, "flat", notes),
             broadcast_algo=raw.get("broadcast_algo", "ring"),
+            inter_nics=int(_value(raw["inter"].get("nics_per_node", 1), "inter.nics_per_node", notes)),
         )
         gpn = int(_value(raw["gpus_per_node"], "gpus_per_node", notes))
     except KeyError as e:

@@ -5,12 +5,12 @@ The formulas themselves (ring steps, bytes per member, Hockney's ``alpha + m / b
 `prunex.commcost`'s, the module the instrumented collectives of `prunex.comm` log with; this module
 adds what a cluster needs on top:
 
-- allreduce, mask_sync, barrier (a 1-byte AllReduce): ``2 (p-1) alpha + 2 (p-1)/p * n / beta``, the
+- allreduce, barrier (a 1-byte AllReduce): ``2 (p-1) alpha + 2 (p-1)/p * n / beta``, the
   ring's reduce-scatter then allgather (Thakur, Rabenseifner & Gropp 2005, "Optimization of
   collective communication operations in MPICH", IJHPCA 19(1); bandwidth-optimal: Patarasuk & Yuan
   2009, "Bandwidth optimal all-reduce algorithms for clusters of workstations", JPDC 69(2));
-- allgather: ``(p-1) alpha + (p-1) * n / beta``, the ring allgather (Thakur et al. 2005), each
-  member receiving the other (p-1) payloads of n bytes;
+- allgather, mask_sync (an AllGather of packed bitsets): ``(p-1) alpha + (p-1) * n / beta``, the ring
+  allgather (Thakur et al. 2005), each member receiving the other (p-1) payloads of n bytes;
 - broadcast, tree: ``ceil(log2 p) (alpha + n / beta)``, the binomial tree (Thakur et al. 2005; what
   gloo does);
 - broadcast, ring: ``(p-1) alpha + n / beta``, the pipelined chain in the limit of many segments
@@ -71,6 +71,7 @@ class Network:
         broadcast_algo: ``tree`` (gloo's binomial tree) or ``ring`` (NCCL's pipelined chain).
         emulated: nodes are emulated on one machine with the alpha-beta link model (module docstring).
         undelayed: (level, op) pairs that the emulation does not delay (e.g. DDP's hook traffic).
+        inter_nics: NICs per node that ``inter``'s beta adds up (one per GPU on modern nodes; `link`).
     """
 
     intra: Link
@@ -81,19 +82,30 @@ class Network:
     broadcast_algo: str = "ring"
     emulated: bool = False
     undelayed: frozenset[tuple[str, str]] = field(default_factory=frozenset)
+    inter_nics: int = 1
 
     def __post_init__(self) -> None:
         if self.broadcast_algo not in BROADCAST_ALGOS:
             raise ValueError(f"broadcast_algo must be one of {BROADCAST_ALGOS}, got {self.broadcast_algo!r}")
+        if self.inter_nics < 1:
+            raise ValueError(f"inter_nics must be >= 1, got {self.inter_nics}")
 
-    def link(self, level: str, op: str, crossing: bool) -> Link:
-        """The link a collective of ``op`` on ``level`` runs on (``crossing``: its group spans nodes)."""
+    def link(self, level: str, op: str, crossing: bool, procs_per_node: int = 1) -> Link:
+        """The link a collective of ``op`` on ``level`` runs on (``crossing``: its group spans nodes).
+
+        With ``inter_nics`` > 1 the inter link's beta is the node's total over that many NICs, and a
+        process drives the NIC next to its GPU (NCCL's default): a group of one process per node
+        (``inter``, the leaders) gets beta / inter_nics; the P concurrent ``shard`` groups share the
+        node's NICs, beta / max(P, inter_nics) each; the flat ring spreads its channels over all of them.
+        """
         bcast = op == "broadcast"
         if not crossing:
             return (self.intra_broadcast or self.intra) if bcast else self.intra
         if level == "flat" and self.flat is not None:
             return self.flat
-        return (self.inter_broadcast or self.inter) if bcast else self.inter
+        link = (self.inter_broadcast or self.inter) if bcast else self.inter
+        share = {"inter": self.inter_nics, "shard": max(procs_per_node, self.inter_nics)}.get(level, 1)
+        return link if share == 1 else Link(link.alpha_s, link.beta / share)
 
 
 @dataclass(frozen=True)
@@ -147,4 +159,5 @@ def time_of(c: Collective, nodes: int, procs_per_node: int, net: Network) -> flo
         local = collective_time(c.op, c.nbytes, p, net.link(c.level, c.op, False), net.broadcast_algo)
         delay = 0.0 if (c.level, c.op) in net.undelayed else collective_time(c.op, c.nbytes, p, net.inter, "ring")
         return c.count * (local + delay)
-    return c.count * collective_time(c.op, c.nbytes, p, net.link(c.level, c.op, cross), net.broadcast_algo)
+    link = net.link(c.level, c.op, cross, procs_per_node)
+    return c.count * collective_time(c.op, c.nbytes, p, link, net.broadcast_algo)

@@ -12,11 +12,12 @@ Per-iteration collectives, read off the implementation:
   stragglers is logged apart from the transfers), an intra AllReduce of every parameter and
   floating-point buffer (BatchNorm statistics, only with ``average_bn_stats``: runs send them only when
   evaluation does not re-estimate them) in ``bucket_mb`` buckets (1e6 bytes); while the mask is
-  dynamic, a uint8 mask_sync over the leaders (eq. (14); out + in (+ shape) flags per constrained
-  layer) and an intra Broadcast of that vector; the leaders' inter AllReduce of the compact buffers
-  (kept_out x kept_in x kh x kw per constrained layer, dense otherwise, plus any buffers; eq. (15)) in
-  ``bucket_mb`` buckets; the intra Broadcast of those buckets; one flat AllReduce of the residual
-  table (float64, 9 columns per parameter tensor).
+  dynamic, a mask_sync over the leaders (eq. (14); an AllGather of the out + in (+ shape) flags per
+  constrained layer packed eight to a byte) and an intra Broadcast of the uint8 flag vector; the
+  leaders' inter AllReduce of the compact buffers (kept_out x kept_in x kh x kw per constrained layer,
+  dense otherwise, plus any buffers; eq. (15)) in
+  ``bucket_mb`` buckets; the intra Broadcast of those buckets; the residual table (float32, 9 columns
+  per parameter tensor) summed in the node, across nodes by the leaders and broadcast in the node.
 - ``flat_admm`` (`prunex.admm.flat.FlatADMM`): the same flat barrier, one flat AllReduce of all
   parameters and buffers in ``bucket_mb`` buckets, and a flat AllReduce of a float64 table of 3
   columns per parameter tensor.
@@ -48,7 +49,7 @@ from functools import lru_cache
 from typing import Any
 
 from prunex.admm.residuals import FLAT_TABLE_COLUMNS, HSADMM_TABLE_COLUMNS
-from prunex.commcost import bucket_bytes, ddp_bucket_sizes, keep_count, ring_bytes, topk_count
+from prunex.commcost import bucket_bytes, ddp_bucket_sizes, keep_count, packed_bytes, ring_bytes, topk_count
 from prunex.config import DATASET_DEFAULTS, ADMMConfig, DDPConfig, PacTrainConfig, RunConfig, TopKConfig
 from prunex.methods.registry import method_info
 from prunex.perfmodel.formulas import Collective, Network, time_of
@@ -62,7 +63,7 @@ COMM_COLUMNS = (
     "mask_sync_s",
     "barrier_s",
 )
-HSADMM_RESIDUAL_COLUMNS = len(HSADMM_TABLE_COLUMNS)  # float64 columns of the residual table (`HSADMMNorms`)
+HSADMM_RESIDUAL_COLUMNS = len(HSADMM_TABLE_COLUMNS)  # float32 columns of the residual table (`HSADMMNorms`)
 FLAT_ADMM_RESIDUAL_COLUMNS = len(FLAT_TABLE_COLUMNS)
 
 
@@ -173,6 +174,9 @@ class Options:
     bucket_mb: float = _ADMM.bucket_mb  # hsadmm / flat_admm coalesced buffers, 1e6 bytes (sec. 4.4.2)
     ddp_bucket_mb: float = _DDP.bucket_cap_mb  # DDP bucket_cap_mb, MiB
     ddp_grad_bytes: int = 4  # 2 with --grad-dtype bf16/fp16
+    wire_bytes: int = 4  # hsadmm compact buckets on the wire: 2 with --wire-dtype bf16/fp16
+    inter_exchange: str = "leader"  # hsadmm: "sharded" spreads each bucket over the node's P ranks
+    procs_per_node: int = 1  # P, for the sharded exchange's shards
     topk_ratio: float = _TOPK.ratio
     density: float = _PACTRAIN.density  # pactrain
     filter_keep: float = _ADMM.filter_keep
@@ -200,6 +204,9 @@ class Options:
             bucket_mb=a.bucket_mb,
             ddp_bucket_mb=cfg.ddp.bucket_cap_mb,
             ddp_grad_bytes=4 if cfg.ddp.grad_dtype == "fp32" else 2,
+            wire_bytes=4 if a.wire_dtype == "fp32" else 2,
+            inter_exchange=a.inter_exchange,
+            procs_per_node=cfg.procs_per_node,
             topk_ratio=cfg.topk.ratio,
             density=cfg.pactrain.density,
             filter_keep=a.filter_keep,
@@ -254,7 +261,7 @@ def hsadmm_workload(spec: ModelSpec, kept: Kept, opts: Options, shard: int, dyna
         flags = sum(
             p.shape[0] + p.shape[1] + (math.prod(p.shape[1:]) if opts.shape_keep < 1.0 else 0) for p in constrained
         )
-        coll.append(Collective("inter", "mask_sync", flags, count=dynamic, tag="mask union (uint8)"))
+        coll.append(Collective("inter", "mask_sync", packed_bytes(flags), count=dynamic, tag="mask union (bitset)"))
         coll.append(Collective("intra", "broadcast", flags, count=dynamic, tag="global mask to workers"))
     compact = []
     for p in spec.params:
@@ -264,9 +271,18 @@ def hsadmm_workload(spec: ModelSpec, kept: Kept, opts: Options, shard: int, dyna
         else:
             compact.append(p.numel)
     for i, b in enumerate(bucket_bytes(compact + buffers, 4, int(opts.bucket_mb * 1e6))):
+        b = b * opts.wire_bytes // 4  # fp32 buckets, cast for the wire (`prunex.comm.wire`)
+        if opts.inter_exchange == "sharded":  # 1/P of the (padded) bucket per rank, P groups at once
+            part = -(-b // (opts.wire_bytes * opts.procs_per_node)) * opts.wire_bytes
+            coll.append(Collective("shard", "allreduce", part, tag=f"compact z+v shard of bucket {i}"))
+            coll.append(Collective("intra", "allgather", part, tag=f"compact z shards of bucket {i}"))
+            continue
         coll.append(Collective("inter", "allreduce", b, tag=f"compact z+v bucket {i}"))
         coll.append(Collective("intra", "broadcast", b, tag=f"compact z bucket {i}"))
-    coll.append(Collective("flat", "allreduce", 8 * HSADMM_RESIDUAL_COLUMNS * len(spec.params), tag="residuals"))
+    table = 4 * HSADMM_RESIDUAL_COLUMNS * len(spec.params)  # `HSADMM.total`
+    coll.append(Collective("intra", "allreduce", table, tag="residuals in the node"))
+    coll.append(Collective("inter", "allreduce", table, tag="residuals across nodes"))
+    coll.append(Collective("intra", "broadcast", table, tag="residuals to workers"))
     full_c = sum(p.numel for p in constrained)
     comp_c = sum(c for p, c in zip(spec.params, compact, strict=True) if p.name in names)
     other = spec.numel - full_c
@@ -386,7 +402,7 @@ def category(c: Collective) -> str:
     """The time column a collective counts in: mask_sync, broadcast, allgather, barrier or <level>_allreduce."""
     if c.op in ("mask_sync", "broadcast", "allgather", "barrier"):
         return f"{c.op}_s"
-    return f"{c.level}_allreduce_s"
+    return "inter_allreduce_s" if c.level == "shard" else f"{c.level}_allreduce_s"  # the sharded exchange
 
 
 @dataclass(frozen=True)
