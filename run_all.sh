@@ -16,7 +16,7 @@ die() { printf 'error: %s\n' "$*" >&2; exit 2; }
 PYTHON_MIN=3.10
 MODULES_MAIN="torch torchvision submitit pandas pyarrow numpy matplotlib seaborn sklearn"
 MODULES_CHECK="torch torchvision submitit pandas pyarrow numpy sklearn"
-MODULES_TEST="$MODULES_MAIN pytest pytest_timeout ruff"
+MODULES_TEST="$MODULES_MAIN pytest pytest_timeout xdist ruff"
 
 python_version() {  # X.Y.Z of a python, any version (also 2.7 and 3.6)
   "$1" -c 'import sys; print("%d.%d.%d" % tuple(sys.version_info[:3]))' 2>/dev/null
@@ -118,9 +118,13 @@ run_tests() {
   say "ruff"
   "$PY" -m ruff check .
   "$PY" -m ruff format --check .
-  say "pytest"
+  # Two pytest-xdist workers (PRUNEX_TEST_WORKERS; 0 runs in this process): most multi-process tests
+  # wait (process start-up, Slurm's scheduling, shaped links) as much as they compute, so two
+  # overlap on 2 cores; the mini cluster's tests stay together on one worker (tests/conftest.py).
+  local workers=${PRUNEX_TEST_WORKERS:-2}
+  say "pytest ($workers workers)"
   set +e
-  "$PY" -m pytest -q "$@"
+  "$PY" -m pytest -q -n "$workers" --dist loadgroup "$@"
   local rc=$?
   set -e
   if [ $rc -eq 5 ]; then

@@ -9,6 +9,7 @@ the suite documents its own outcome.
 from __future__ import annotations
 
 import csv
+import json
 import os
 import platform
 import sys
@@ -42,35 +43,48 @@ def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-FAULT_ROWS: list[dict[str, str]] = []
+FAULT_ROW = "fault_row"  # the user property a fault's outcome travels in (from pytest-xdist's workers too)
 
 
 @pytest.fixture
-def fault_report() -> Callable[..., None]:
+def fault_report(record_property: Callable[[str, object], None]) -> Callable[..., None]:
     def record(fault: str, exit_s: float | None, message: str, on_disk: str) -> None:
-        FAULT_ROWS.append(
-            {
-                "fault": fault,
-                "all exited after": "-" if exit_s is None else f"{exit_s:.1f} s",
-                "message": message.strip().splitlines()[-1] if message.strip() else "",
-                "left on disk": on_disk,
-            }
-        )
+        row = {
+            "fault": fault,
+            "all exited after": "-" if exit_s is None else f"{exit_s:.1f} s",
+            "message": message.strip().splitlines()[-1] if message.strip() else "",
+            "left on disk": on_disk,
+        }
+        record_property(FAULT_ROW, json.dumps(row))
 
     return record
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Under pytest-xdist (`./run_all.sh test` runs 2 workers), every mini-cluster test runs on one worker:
+    # they share the session's cluster, and the others bring up clusters of their own that must not overlap.
+    for item in items:
+        if "minicluster" in Path(str(item.path)).parts:
+            item.add_marker(pytest.mark.xdist_group("minicluster"))
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
-    if not FAULT_ROWS:
+    rows = []
+    for key in ("passed", "failed"):
+        for report in terminalreporter.stats.get(key, []):
+            if getattr(report, "when", None) != "call":
+                continue
+            rows += [json.loads(v) for k, v in getattr(report, "user_properties", []) if k == FAULT_ROW]
+    if not rows:
         return
     terminalreporter.write_sep("=", "fault injection: outcome of each fault")
-    for row in FAULT_ROWS:
+    for row in rows:
         terminalreporter.write_line(f"- {row['fault']}: all processes exited after {row['all exited after']}")
         terminalreporter.write_line(f"    message: {row['message']}")
         terminalreporter.write_line(f"    on disk: {row['left on disk']}")
     path = os.environ.get("PRUNEX_FAULT_TABLE")
     if path:
         with open(path, "w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=list(FAULT_ROWS[0]))
+            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
             writer.writeheader()
-            writer.writerows(FAULT_ROWS)
+            writer.writerows(rows)
