@@ -61,11 +61,13 @@ def fault_report(record_property: Callable[[str, object], None]) -> Callable[...
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # Under pytest-xdist (`./run_all.sh test` runs 2 workers), every mini-cluster test runs on one worker:
-    # they share the session's cluster, and the others bring up clusters of their own that must not overlap.
+    # Under pytest-xdist (`./run_all.sh test` runs 2 workers, --dist loadgroup) a group runs on one worker:
+    # every mini-cluster test together (they share the session's cluster, and the others bring up clusters
+    # of their own that must not overlap), every other module by itself (its module-scoped runs, such as
+    # tests/test_run_hsadmm.py's, are then trained once, not once per worker).
     for item in items:
-        if "minicluster" in Path(str(item.path)).parts:
-            item.add_marker(pytest.mark.xdist_group("minicluster"))
+        path = Path(str(item.path))
+        item.add_marker(pytest.mark.xdist_group("minicluster" if "minicluster" in path.parts else path.name))
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
