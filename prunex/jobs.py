@@ -203,10 +203,21 @@ class LocalGroupExecutor(LocalExecutor):
             CUDA_VISIBLE_DEVICES=",".join(str(k) for k in gpus),
             SUBMITIT_LOCAL_WITH_SHELL="",
             PRUNEX_LAUNCHER_PID=str(os.getpid()),
+            # submitit would derive the rendezvous port from the job id (a seeded random port), which can
+            # be one that another process on this machine already listens on (EADDRINUSE on rank 0); a
+            # port the kernel just handed out as free is far less likely to be taken
+            MASTER_PORT=str(free_port()),
         )
         cmd = [sys.executable, "-m", "prunex.jobs", "controller", str(self.folder)]
         process = subprocess.Popen(cmd, env=env, start_new_session=True)
         return LocalJob(folder=self.folder, job_id=str(process.pid), process=process, tasks=list(range(ntasks)))
+
+
+def free_port() -> int:
+    """A TCP port no process listens on now (the kernel's choice for port 0)."""
+    with socket.socket() as sock:
+        sock.bind(("", 0))
+        return sock.getsockname()[1]
 
 
 def _kill_own_group(signum: int, frame: object) -> None:

@@ -383,18 +383,23 @@ def _submit_and_record(
     return out
 
 
-def wait(job: submitit.Job, config: RunConfig, run_dir: Path) -> None:
+def wait(job: submitit.Job, config: RunConfig, run_dir: Path, stopped_after: list[int] | None = None) -> None:
     """Wait for a job; a failed task is a RuntimeError naming the run, the job and its logs.
 
     The message names the ranks that ended without a result first (killed, out of memory, preempted
-    without requeue: the likely cause), then the first error a surviving rank raised.
+    without requeue: the likely cause), then the first error a surviving rank raised. `stopped_after`:
+    the ranks whose failure made the launcher stop the others (`wait_all`), named instead.
     """
     try:
         job.results()
     except Exception as e:  # submitit re-raises the task's exception with its traceback text
         dead = _ranks_without_result(job, config.world_size)
         cause = ""
-        if dead:
+        if dead and stopped_after:
+            failed = ", ".join(map(str, stopped_after))
+            cause = f"rank{'s' if len(stopped_after) > 1 else ''} {failed} failed and the launcher stopped the others "
+            cause += f"after {FAILED_RANK_GRACE_S:g} s; "
+        elif dead:
             ranks = ", ".join(map(str, dead))
             cause = f"rank{'s' if len(dead) > 1 else ''} {ranks} ended without a result (killed, out of memory or "
             cause += "lost its node: see its log); "
@@ -402,6 +407,31 @@ def wait(job: submitit.Job, config: RunConfig, run_dir: Path) -> None:
             f"run {config.name} failed (job {job.job_id}, logs in {Path(job.paths.folder)}): "
             f"{cause}{_last_line(str(e))}"
         ) from e
+
+
+# A rank that raised (its result file says "error") while the others still run: they usually fail on
+# their own at their next collective within seconds; one that waits for a peer that never came (a
+# rendezvous that failed on rank 0) would wait for the whole collective timeout (300 s by default).
+# After this grace the launcher ends the job (local: its process group; Slurm: scancel).
+FAILED_RANK_GRACE_S = 15.0
+
+
+def failed_ranks(job: submitit.Job, tasks: int) -> list[int]:
+    """Tasks of a running job whose result file records an exception."""
+    from submitit.core.utils import pickle_load
+
+    out = []
+    for r in range(tasks):
+        path = job.task(r).paths.result_pickle if tasks > 1 else job.paths.result_pickle
+        if not path.exists():
+            continue
+        try:
+            outcome = pickle_load(path)[0]
+        except Exception:  # being written: looked at again at the next poll
+            continue
+        if outcome == "error":
+            out.append(r)
+    return out
 
 
 def _ranks_without_result(job: submitit.Job, tasks: int) -> list[int]:
@@ -464,6 +494,8 @@ def wait_all(
     failures: list[tuple[str, str]] = []
     tails = {id(e): _Tail(e.job, from_end=e.attached and len(entries) > 1) for e in pending}
     last_slurm, states, unavailable_since = float("-inf"), None, None
+    failed_since: dict[int, float] = {}  # id(entry) -> when a failed rank was first seen
+    stopped: dict[int, list[int]] = {}  # id(entry) -> the failed ranks after which the job was ended
     try:
         while pending:
             slurm_pending = any(e.record.executor == "slurm" for e in pending)
@@ -486,12 +518,13 @@ def wait_all(
                     for line in tails[id(e)].lines():
                         print(line, flush=True)
                 if not done:
+                    _stop_after_failed_rank(e, failed_since, stopped)
                     continue
                 pending.remove(e)
                 if e.record.executor == "slurm" and not isinstance(e.job, submitit.DebugJob):
                     e.job.watcher.update()  # its final state now, not at submitit's next poll
                 try:
-                    wait(e.job, e.config, e.run_dir)
+                    wait(e.job, e.config, e.run_dir, stopped.get(id(e)))
                 except RuntimeError as err:
                     failures.append((e.config.name, str(err)))
                     if len(entries) > 1:
@@ -509,6 +542,30 @@ def wait_all(
                 jobs.kill(e.record)
         raise
     return failures
+
+
+def _stop_after_failed_rank(e: Submitted, failed_since: dict[int, float], stopped: dict[int, list[int]]) -> None:
+    """End a job one of whose ranks failed `FAILED_RANK_GRACE_S` ago while others still run."""
+    if e.record.executor not in ("local", "slurm") or id(e) in stopped or e.record.tasks <= 1:
+        return
+    failed = failed_ranks(e.job, e.record.tasks)
+    if not failed:
+        return
+    first = failed_since.setdefault(id(e), time.monotonic())
+    if time.monotonic() - first < FAILED_RANK_GRACE_S:
+        return
+    stopped[id(e)] = failed
+    which = ", ".join(map(str, failed))
+    print(
+        f"[{e.config.name}] rank{'s' if len(failed) > 1 else ''} {which} failed {FAILED_RANK_GRACE_S:g} s ago and the "
+        f"others still run: ending job {e.record.job_id}",
+        file=sys.stderr,
+        flush=True,
+    )
+    if e.record.executor == "local":
+        jobs.kill(e.record)
+    else:
+        jobs.cancel(e.record)
 
 
 CANCEL_WAIT_S = {"local": 10.0, "slurm": 120.0}  # then a local job is killed; Slurm's KillWait applies

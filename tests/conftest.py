@@ -68,6 +68,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         path = Path(str(item.path))
         item.add_marker(pytest.mark.xdist_group("minicluster" if "minicluster" in path.parts else path.name))
+    # The longest groups first (measured: minutes, not seconds), so that no worker starts one at the end
+    # while the other idles; pytest's order otherwise.
+    first = ("minicluster", "test_experiments.py", "test_resume.py", "test_interrupts.py", "test_run_hsadmm.py")
+
+    def rank(item: pytest.Item) -> int:
+        parts = Path(str(item.path)).parts
+        return next((i for i, name in enumerate(first) if name in parts), len(first))
+
+    items.sort(key=rank)  # stable: the order within a group stays
 
 
 def pytest_terminal_summary(terminalreporter) -> None:

@@ -90,6 +90,48 @@ def test_killed_rank_ends_the_job_in_bounded_time(data_root: Path, tmp_path: Pat
 
 
 @pytest.mark.slow
+def test_rank_failing_at_rendezvous_ends_the_job_after_the_grace(
+    data_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fault_report
+) -> None:
+    """Rank 0 cannot listen on the rendezvous port (this test holds it, for real): the others would wait
+    for it for the whole collective timeout; the launcher ends them once rank 0 has failed for
+    `FAILED_RANK_GRACE_S`."""
+    import socket
+
+    from prunex import jobs, launch
+    from prunex.config import RunConfig
+
+    with socket.socket() as taken:
+        taken.bind(("", 0))
+        taken.listen()
+        monkeypatch.setattr(jobs, "free_port", lambda: taken.getsockname()[1])
+        cfg = RunConfig(
+            method="ddp",
+            procs_per_node=2,
+            train_subset=128,
+            bn_batches=1,
+            data_root=str(data_root),
+            results=str(tmp_path),
+            name="no-port",
+        )
+        t0 = time.monotonic()
+        with pytest.raises(RuntimeError) as err:
+            launch.launch(cfg, echo=False)
+        elapsed = time.monotonic() - t0
+    message = str(err.value)
+    assert "rank 0 failed and the launcher stopped the others" in message and "EADDRINUSE" in message, message
+    assert elapsed < launch.FAILED_RANK_GRACE_S + 45 < cfg.collective_timeout_s, elapsed
+    run_dir = tmp_path / "adhoc" / "no-port"
+    assert not _task_pids(run_dir.resolve() / "submitit", 1)  # the rank that waited is gone
+    fault_report(
+        "rank 0 cannot listen on the rendezvous port (1x2 local, collective timeout 300 s)",
+        elapsed,
+        message,
+        "no DONE; the waiting rank ended by the launcher",
+    )
+
+
+@pytest.mark.slow
 def test_nan_stops_the_run_at_that_iteration_with_a_checkpoint_from_before(
     data_root: Path, tmp_path: Path, fault_report
 ) -> None:
