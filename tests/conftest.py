@@ -60,14 +60,29 @@ def fault_report(record_property: Callable[[str, object], None]) -> Callable[...
     return record
 
 
+# The modules that run on the pools of gloo processes of tests/distributed.py (started once per pytest process).
+POOL_MODULES = {
+    f"test_{m}.py"
+    for m in "admm_convex admm_method baselines checkpoint comm device evaluation exchange golden_runs hsadmm_comm "
+    "pipeline wire".split()
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook, which reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # Under pytest-xdist (`./run_all.sh test` runs 2 workers, --dist loadgroup) a group runs on one worker:
     # every mini-cluster test together (they share the session's cluster, and the others bring up clusters
-    # of their own that must not overlap), every other module by itself (its module-scoped runs, such as
-    # tests/test_run_hsadmm.py's, are then trained once, not once per worker).
+    # of their own that must not overlap), the modules that use the process pools together, every other
+    # module by itself (its module-scoped runs, such as tests/test_run_hsadmm.py's, are trained once).
     for item in items:
         path = Path(str(item.path))
-        item.add_marker(pytest.mark.xdist_group("minicluster" if "minicluster" in path.parts else path.name))
+        if "minicluster" in path.parts:
+            group = "minicluster"
+        elif path.name in POOL_MODULES:
+            group = "pool"  # one worker starts the pools of tests/distributed.py, not both
+        else:
+            group = path.name
+        item.add_marker(pytest.mark.xdist_group(group))
     # The longest groups first (measured: minutes, not seconds), so that no worker starts one at the end
     # while the other idles; pytest's order otherwise.
     first = ("minicluster", "test_experiments.py", "test_resume.py", "test_interrupts.py", "test_run_hsadmm.py")

@@ -321,11 +321,11 @@ def run(request: pytest.FixtureRequest, data_root: Path, tmp_path_factory: pytes
     method = request.param
     cfg = RunConfig(
         method=method,
-        nodes=2,
-        procs_per_node=2,
+        nodes=2,  # one process per node: the tables and the exchange are the same at 2 x 2, at half the processes
+        procs_per_node=1,
         epochs=3,
         eval_every=3,
-        train_subset=512,  # 4 steps per epoch per rank; how well it learns is benchmarks/learning.py's job
+        train_subset=256,  # 4 steps per epoch per rank; how well it learns is benchmarks/learning.py's job
         bn_batches=2,
         data_root=str(data_root),
         results=str(tmp_path_factory.mktemp("results")),
@@ -343,16 +343,16 @@ def test_run_writes_complete_tables(run: Path) -> None:
     comm = pd.read_parquet(run / "comm.parquet")
     overhead = pd.read_parquet(run / "overhead.parquet")
     assert list(steps.columns) == STEPS_COLUMNS and list(comm.columns) == COMM_COLUMNS
-    assert len(steps) == 3 * 4 and list(steps["iteration"]) == list(range(12))  # 512 // 4 ranks // 32 = 4
+    assert len(steps) == 3 * 4 and list(steps["iteration"]) == list(range(12))  # 256 // 2 ranks // 32 = 4
     assert not steps.drop(columns="test_acc").isna().any().any()
     assert not comm.isna().any().any() and not overhead.isna().any().any()
     evaluated = steps.dropna(subset=["test_acc"])
     assert list(evaluated["epoch"]) == [3.0]
     assert evaluated["test_acc"].between(0, 1).all()
     assert (steps["inter_bytes"] > 0).all()
-    assert len(overhead) == 4 * len(steps) and set(overhead["rank"]) == {0, 1, 2, 3}
+    assert len(overhead) == 2 * len(steps) and set(overhead["rank"]) == {0, 1}
     per_rank_iter = comm.groupby(["iteration", "rank"])["op"].apply(list)
-    assert len(per_rank_iter) == 4 * len(steps)
+    assert len(per_rank_iter) == 2 * len(steps)
     if method == "topk":
         assert (per_rank_iter.map(lambda ops: ops.count("allgather")) == 2).all()
     else:
