@@ -124,7 +124,7 @@ run_tests() {
   local workers=${PRUNEX_TEST_WORKERS:-2}
   say "pytest ($workers workers)"
   set +e
-  "$PY" -m pytest -q -n "$workers" --dist loadgroup "$@"
+  "$PY" -m pytest -q -n "$workers" --dist loadscope "$@"
   local rc=$?
   set -e
   if [ $rc -eq 5 ]; then

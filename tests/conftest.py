@@ -66,32 +66,44 @@ POOL_MODULES = {
     for m in "admm_convex admm_method baselines checkpoint comm device evaluation exchange golden_runs hsadmm_comm "
     "pipeline wire".split()
 }
+# The longest groups first (measured: minutes, not seconds), so that no worker starts one at the end while the
+# other idles; pytest's order otherwise.
+FIRST = ("minicluster", "test_experiments.py", "test_resume.py", "pool", "test_interrupts.py", "test_run_hsadmm.py")
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook, which reads the groups
+def xdist_group_of(nodeid: str) -> str:
+    """The group a test runs in under pytest-xdist (one worker runs a group, one test after another):
+    every mini-cluster test together (they share the session's cluster, and the others bring up
+    clusters of their own that must not overlap), the modules that use the process pools together (one
+    worker starts the pools, not both), every other module by itself (its module-scoped runs, such as
+    tests/test_run_hsadmm.py's, are trained once, not once per worker)."""
+    path = Path(nodeid.split("::", 1)[0])
+    if "minicluster" in path.parts:
+        return "minicluster"
+    return "pool" if path.name in POOL_MODULES else path.as_posix()
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # Under pytest-xdist (`./run_all.sh test` runs 2 workers, --dist loadgroup) a group runs on one worker:
-    # every mini-cluster test together (they share the session's cluster, and the others bring up clusters
-    # of their own that must not overlap), the modules that use the process pools together, every other
-    # module by itself (its module-scoped runs, such as tests/test_run_hsadmm.py's, are trained once).
-    for item in items:
-        path = Path(str(item.path))
-        if "minicluster" in path.parts:
-            group = "minicluster"
-        elif path.name in POOL_MODULES:
-            group = "pool"  # one worker starts the pools of tests/distributed.py, not both
-        else:
-            group = path.name
-        item.add_marker(pytest.mark.xdist_group(group))
-    # The longest groups first (measured: minutes, not seconds), so that no worker starts one at the end
-    # while the other idles; pytest's order otherwise.
-    first = ("minicluster", "test_experiments.py", "test_resume.py", "test_interrupts.py", "test_run_hsadmm.py")
-
     def rank(item: pytest.Item) -> int:
-        parts = Path(str(item.path)).parts
-        return next((i for i, name in enumerate(first) if name in parts), len(first))
+        group = xdist_group_of(item.nodeid)
+        return next((i for i, name in enumerate(FIRST) if name == group or group.endswith("/" + name)), len(FIRST))
 
     items.sort(key=rank)  # stable: the order within a group stays
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """`--dist loadscope` (what `./run_all.sh test` asks for) with `test_group` as the scope. (pytest-xdist's
+    own `loadgroup` does not group under pytest 9.2: the group suffix it writes into `item._nodeid`
+    never reaches the node ids it schedules by.)"""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_group_of(nodeid)
+
+    return GroupScheduling(config, log)
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
