@@ -7,14 +7,14 @@ Run::
     PYTHONPATH=. python -m benchmarks.learning [--methods ddp,topk,pactrain,hsadmm] [--results DIR]
 
 These were the learning checks of the test suite (tests/test_run_ddp.py, tests/test_run_hsadmm.py,
-tests/test_baselines.py) until the suite outgrew CI's 10 minutes: the full-data budgets below take
-about 6 minutes on the 2-core development VM, while the tests now run the same configurations on
-512 training images and check what the runs write, not how well they learn. The budgets and the bar
-are the tests' own, unchanged: SGD methods 3 epochs (evaluated at the end), H-SADMM 6 outer
-iterations at channel keep 0.5 (mask frozen from iteration 4) plus 2 retraining epochs. The bar is
-not tuned to the host: floating-point differences in the CPU kernels move these short runs (H-SADMM
-ended at 0.78 on one host and 0.42 on another with identical packages), so it sits well above
-chance and well below either.
+tests/test_baselines.py) until the suite outgrew CI's 10 minutes; the tests now run shorter
+versions (512 training images; H-SADMM 4 outer iterations) and check what the runs write and send,
+not how well they learn. The budgets and the bar here are the tests' former ones, unchanged: SGD
+methods 3 epochs on the full training set (evaluated at the end), H-SADMM 6 outer iterations at
+channel keep 0.5 (mask frozen from iteration 4) plus 2 retraining epochs. The bar is not tuned to
+the host: floating-point differences in the CPU kernels move these short runs (H-SADMM ended at
+0.78 on one host and 0.42 on another with identical packages), so it sits well above chance and
+well below either.
 
 Exit code 1 when a method ends at or below the bar, so the bench can gate a release.
 """
