@@ -193,10 +193,7 @@ class ShrinkPlan:
         """``t[K_out][:, K_in]`` into ``out`` (allocated when None), as `compress`."""
         if tuple(t.shape) != self.shape:
             raise ValueError(f"plan is for shape {self.shape}, got {tuple(t.shape)}")
-        if out is None:
-            out = torch.empty(self.compact_shape, dtype=t.dtype, device=t.device)
-        else:
-            _check_out(out, self.compact_shape, t, "compress")
+        out = _output(out, self.compact_shape, t, "compress", zeroed=False)
         c_out, c_in = self.shape[:2]
         if self.kernel > 1:
             torch.index_select(t.reshape(c_out * c_in, self.kernel), 0, self.rows, out=out.view(-1, self.kernel))
@@ -212,14 +209,19 @@ class ShrinkPlan:
         """The zero-filled full tensor with ``c`` at K_out x K_in, into ``out`` when given, as `decompress`."""
         if tuple(c.shape) != self.compact_shape:
             raise ValueError(f"compact tensor has shape {tuple(c.shape)}, expected {self.compact_shape}")
-        if out is None:
-            out = torch.zeros(self.shape, dtype=c.dtype, device=c.device)
-        else:
-            _check_out(out, self.shape, c, "decompress")
-            out.zero_()
+        out = _output(out, self.shape, c, "decompress", zeroed=True)
         rows = out.view(self.shape[0] * self.shape[1], self.kernel)
         rows.index_copy_(0, self.rows, c.reshape(-1, self.kernel))
         return out
+
+
+def _output(out: Tensor | None, shape: tuple[int, ...], like: Tensor, what: str, zeroed: bool) -> Tensor:
+    """``out`` checked against ``shape`` and ``like``'s dtype and device (zero-filled when ``zeroed``), or a
+    new tensor (zeros or uninitialised) when it is None."""
+    if out is None:
+        return (torch.zeros if zeroed else torch.empty)(shape, dtype=like.dtype, device=like.device)
+    _check_out(out, shape, like, what)
+    return out.zero_() if zeroed else out
 
 
 _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
