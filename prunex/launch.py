@@ -416,22 +416,20 @@ def wait(job: submitit.Job, config: RunConfig, run_dir: Path, stopped_after: lis
 FAILED_RANK_GRACE_S = 15.0
 
 
-def failed_ranks(job: submitit.Job, tasks: int) -> list[int]:
-    """Tasks of a running job whose result file records an exception."""
+def failed_ranks(job: submitit.Job, tasks: int, outcomes: dict[int, str]) -> list[int]:
+    """Tasks of a running multi-task job whose result file records an exception. `outcomes` (rank ->
+    "success" or "error") remembers the result files already read, so each is read once."""
     from submitit.core.utils import pickle_load
 
-    out = []
     for r in range(tasks):
-        path = job.task(r).paths.result_pickle if tasks > 1 else job.paths.result_pickle
-        if not path.exists():
+        path = job.task(r).paths.result_pickle
+        if r in outcomes or not path.exists():
             continue
         try:
-            outcome = pickle_load(path)[0]
+            outcomes[r] = pickle_load(path)[0]
         except Exception:  # being written: looked at again at the next poll
             continue
-        if outcome == "error":
-            out.append(r)
-    return out
+    return sorted(r for r, outcome in outcomes.items() if outcome == "error")
 
 
 def _ranks_without_result(job: submitit.Job, tasks: int) -> list[int]:
@@ -495,6 +493,7 @@ def wait_all(
     tails = {id(e): _Tail(e.job, from_end=e.attached and len(entries) > 1) for e in pending}
     last_slurm, states, unavailable_since = float("-inf"), None, None
     failed_since: dict[int, float] = {}  # id(entry) -> when a failed rank was first seen
+    outcomes: dict[int, dict[int, str]] = {id(e): {} for e in pending}  # id(entry) -> result files read
     stopped: dict[int, list[int]] = {}  # id(entry) -> the failed ranks after which the job was ended
     try:
         while pending:
@@ -518,7 +517,7 @@ def wait_all(
                     for line in tails[id(e)].lines():
                         print(line, flush=True)
                 if not done:
-                    _stop_after_failed_rank(e, failed_since, stopped)
+                    _stop_after_failed_rank(e, outcomes[id(e)], failed_since, stopped)
                     continue
                 pending.remove(e)
                 if e.record.executor == "slurm" and not isinstance(e.job, submitit.DebugJob):
@@ -544,11 +543,13 @@ def wait_all(
     return failures
 
 
-def _stop_after_failed_rank(e: Submitted, failed_since: dict[int, float], stopped: dict[int, list[int]]) -> None:
+def _stop_after_failed_rank(
+    e: Submitted, outcomes: dict[int, str], failed_since: dict[int, float], stopped: dict[int, list[int]]
+) -> None:
     """End a job one of whose ranks failed `FAILED_RANK_GRACE_S` ago while others still run."""
     if e.record.executor not in ("local", "slurm") or id(e) in stopped or e.record.tasks <= 1:
         return
-    failed = failed_ranks(e.job, e.record.tasks)
+    failed = failed_ranks(e.job, e.record.tasks, outcomes)
     if not failed:
         return
     first = failed_since.setdefault(id(e), time.monotonic())
