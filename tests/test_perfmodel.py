@@ -13,10 +13,11 @@ import torch
 from prunex import commcost
 from prunex.comm.bucket import Bucketer
 from prunex.comm.volume import group_members, wire_bytes
+from prunex.commtime import last_arriver_comm
 from prunex.perfmodel import calibrate, formulas, workload
 from prunex.perfmodel.__main__ import main
 from prunex.perfmodel.formulas import Collective, Link, Network
-from prunex.perfmodel.validate import find_runs, last_arriver_comm
+from prunex.perfmodel.validate import find_runs
 from prunex.topology import Topology
 from tests.fixtures.perfmodel.runs import write_run
 

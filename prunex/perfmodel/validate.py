@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from prunex.commcost import collective_time, crosses, group_size
+from prunex.commtime import last_arriver_comm
 from prunex.config import RunConfig
 from prunex.perfmodel.calibrate import CalibrationError, compute_per_sample, network_from_fit, shard_of
 from prunex.perfmodel.formulas import Link, Network
@@ -135,17 +136,6 @@ class RunData:
     def iterations(self) -> list[int]:
         its = sorted(int(i) for i in self.steps["iteration"].unique())
         return its[1:] if len(its) > 1 else its
-
-
-def last_arriver_comm(comm):
-    """Seconds per iteration of the collectives' last-arriving members (module docstring): per call
-    (the k-th call of a (level, op) in an iteration on each member), the minimum over the members of
-    its group, the maximum over concurrent intra-node groups, summed per iteration."""
-    c = comm[["iteration", "rank", "node", "level", "op", "seconds"]].copy()
-    c["k"] = c.groupby(["iteration", "rank", "level", "op"]).cumcount()
-    c["group"] = c["node"].where(c["level"] == "intra", -1)
-    per_call = c.groupby(["iteration", "level", "op", "k", "group"])["seconds"].min()
-    return per_call.groupby(["iteration", "level", "op", "k"]).max().groupby("iteration").sum()
 
 
 def options_of(config: dict[str, Any]) -> Options:
