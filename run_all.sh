@@ -136,7 +136,7 @@ run_tests() {
 
 usage() {
   cat <<'TXT'
-usage: ./run_all.sh [test [PYTEST ARGS]] [--profile smoke|local|paper] [--executor debug|local|slurm]
+usage: ./run_all.sh [test [PYTEST ARGS]] [--profile smoke|local|regime|paper] [--executor debug|local|slurm]
                     [--results DIR] [--only EXPERIMENT] [--detach] [--submit-driver]
                     [--site NAME] [--account PROJECT] [--device auto|cuda|cpu] [--partition P]
                     [--time-min N] [--gres G] [--cpus-per-task N] [--mem M] [--sbatch KEY=VALUE]
@@ -144,8 +144,10 @@ usage: ./run_all.sh [test [PYTEST ARGS]] [--profile smoke|local|paper] [--execut
        ./run_all.sh --check [the options of python -m prunex.doctor]
 With no option: every experiment, then every figure and the claims report, drawn into RESULTS/figures
 (RESULTS: results/PROFILE) once every run has finished; a failed or interrupted main job draws nothing.
-The profile is `paper` on a real Slurm cluster and `local` elsewhere (on a mini Slurm cluster where
-root allows). On a real Slurm cluster the preflight check (python -m prunex.doctor) runs first and
+The profile is `paper` on a real Slurm cluster and `regime` elsewhere (on a mini Slurm cluster where
+root allows): the local runs with the inter-node link rate at which DDP communicates for the share of
+an iteration it does in the paper (probed first, kept in RESULTS/regime.json; prunex/regime.py);
+`--profile local` is the compute-bound 1 Gbit/s profile. On a real Slurm cluster the preflight check (python -m prunex.doctor) runs first and
 nothing is submitted unless it passes; --check runs only that check. Running the same command again
 resumes: finished runs are skipped, queued or running Slurm jobs reattached. Ctrl-C cancels the
 jobs (--detach: leaves Slurm jobs running).
@@ -233,7 +235,7 @@ main_job() {
       profile=paper; executor=${executor:-slurm}
       say "a Slurm cluster answers (sinfo): profile paper on it"
     else
-      profile=local
+      profile=regime
     fi
   fi
   results=${results:-results/$profile}
@@ -274,12 +276,19 @@ main_job() {
     return 0
   fi
 
-  local cluster_up=0
+  local cluster_up=0 inter_bw=1gbit
+  if [ "$profile" = regime ]; then
+    # the link rate is chosen before any run, from this machine's compute (prunex/regime.py), and kept
+    # for the life of the results directory: a resumed run trains at the rate it started with
+    say "regime-matched profile: probing this machine's compute per iteration to choose the inter-node link rate"
+    run_child "$PY" -m prunex.regime probe --out "$results/regime.json" || return $?
+    inter_bw=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["tc_rate"])' "$results/regime.json")
+  fi
   if [ "$profile" != paper ] && [ -z "$executor" ]; then
     if [ "$(id -u)" = 0 ] && [ "$(uname -s)" = Linux ] && bash .ci/install-minicluster.sh >/dev/null; then
-      say "no Slurm cluster; root on Linux: bringing a 2-node mini Slurm cluster up (links shaped by tc at 1 Gbit/s)"
+      say "no Slurm cluster; root on Linux: bringing a 2-node mini Slurm cluster up (links shaped by tc at $inter_bw)"
       trap '"$PY" -m prunex.minicluster down --dir "'"$cluster_dir"'" >/dev/null 2>&1 || true' EXIT
-      run_child "$PY" -m prunex.minicluster up --nodes 2 --cpus-per-node 2 --inter-bw 1gbit --dir "$cluster_dir" \
+      run_child "$PY" -m prunex.minicluster up --nodes 2 --cpus-per-node 2 --inter-bw "$inter_bw" --dir "$cluster_dir" \
         || return $?
       cluster_up=1
       eval "$("$PY" -m prunex.minicluster env --dir "$cluster_dir")"
@@ -288,6 +297,16 @@ main_job() {
       say "no Slurm cluster and no root for a mini cluster: local executor with the alpha-beta link model"
       executor=local
     fi
+  fi
+  if [ "$profile" = regime ] && [ ! -s "$results/perfmodel/collectives.parquet" ]; then
+    # the perf model's links, measured in this cluster session at the validation runs' 1 process per node
+    say "sweeping the collectives of this cluster for the performance model (2 x 1 processes, 16 KB-1 MB)"
+    local sweep=(--nodes 2 --procs-per-node 1 --sizes 16KB..1MB --repeats 3 --small-repeats 8
+      --out "$results/perfmodel/collectives.parquet")
+    if [ "$executor" = local ]; then
+      sweep+=(--executor local --bandwidth-gbit "$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["bandwidth_mbit"] / 1e3)' "$results/regime.json")")
+    fi
+    run_child "$PY" -m prunex.bench.collectives "${sweep[@]}" || say "the collective sweep failed: no model validation this time"
   fi
   say "profile $profile, executor ${executor:-default}, results in $results"
   [ -n "$executor" ] && args+=(--executor "$executor")

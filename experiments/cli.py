@@ -34,6 +34,7 @@ import argparse
 import dataclasses
 import fnmatch
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -56,6 +57,8 @@ from prunex.launch import (
 from prunex.lock import LockHeld, results_lock
 from prunex.log import DONE
 from prunex.options import add_config_options
+from prunex.regime import REGIME_ENV, REGIME_FILE
+from prunex.regime import read as read_regime
 from prunex.slurm import SlurmOptions, add_cluster_options, check_submission, estimate_for, slurm_options_from_args
 
 RunsFn = Callable[[Profile], list[RunConfig]]
@@ -75,6 +78,13 @@ def parser(name: str, doc: str | None) -> argparse.ArgumentParser:
     return p
 
 
+def regime_of(profile_name: str, results: str) -> dict | None:
+    """The `regime` profile's RESULTS/regime.json (`prunex.regime`); None for other profiles or before the probe."""
+    if profile_name != "regime":
+        return None
+    return read_regime(Path(results) / REGIME_FILE)
+
+
 def resolve(
     name: str,
     runs_fn: RunsFn,
@@ -87,7 +97,8 @@ def resolve(
     """The experiment's runs for a profile and executor, in the results directory (`device`: overrides
     the profile's)."""
     overrides = {"results": results, **({"device": device} if device else {})}
-    configs = [dataclasses.replace(c, **overrides) for c in runs_fn(profile(profile_name, executor))]
+    p = profile(profile_name, executor, regime_of(profile_name, results))
+    configs = [dataclasses.replace(c, **overrides) for c in runs_fn(p)]
     names = [c.name for c in configs]
     if len(set(names)) != len(names):
         raise ConfigError(f"experiment {name}: duplicate run names {sorted({n for n in names if names.count(n) > 1})}")
@@ -207,6 +218,16 @@ def run_experiments(
 ) -> int:
     """Preflight every run, then run them all (module docstring); the exit code."""
     configs = [c for cs in experiments.values() for c in cs]
+    if args.profile == "regime":  # its link rate is chosen before any run, once per results directory
+        regime_file = Path(args.results) / REGIME_FILE
+        if read_regime(regime_file) is None:
+            print(
+                f"error: profile regime needs {regime_file}: choose the link rate first with "
+                f"python -m prunex.regime probe --out {regime_file} (./run_all.sh does)",
+                file=sys.stderr,
+            )
+            return 2
+        os.environ[REGIME_ENV] = str(regime_file.resolve())  # every run's meta.json carries it
     if args.detach and any(c.executor != "slurm" for c in configs):
         print("error: --detach leaves Slurm jobs running; a local or debug job ends with its launcher", file=sys.stderr)
         return 2

@@ -15,6 +15,17 @@
   the local executor with the `alpha-beta` link model at 1 Gbit/s. ADMM: 6 outer iterations of 1
   local epoch, larger initial penalties (rho_1 = 0.05, rho_2 = 0.005: with 6 iterations the
   paper's 1.5e-3 has no time to grow), mask frozen after 4 iterations, 2 retraining iterations.
+- `regime` (the default of `./run_all.sh` on one machine): the `local` runs in the paper's regime,
+  where communication dominates. DDP's communication share of an iteration in the paper's set-up
+  (0.50 s of communication per iteration, sec. 5.3.2, over that plus ResNet-152's 0.33 s of V100
+  compute at batch 128: 0.60) is carried over to this machine: `prunex.regime` probes the compute
+  of one iteration of this profile's job and chooses the inter-node link rate at which DDP's
+  AllReduce takes that share (a few tens of Mbit/s on the 2-core VM). The choice is written to
+  `RESULTS/regime.json` before any run and kept for the life of the results directory. Processes
+  are bound to cores (`bind_cores`; 4 processes on 2 cores: 2 per core, as the captions say).
+  Strong scaling runs 1 process per node (1 -> 2 nodes, one core each); the latency experiment is
+  repeated with seeds 0, 1, 2 (fixed in advance: the run-to-run spread of a 2-core machine is larger
+  than the margins of its claims, README "Figures from the saved logs").
 - `smoke`: seconds per run for tests: one process in the foreground (debug executor), 128
   training images, 1 epoch / 2 outer iterations.
 
@@ -32,7 +43,7 @@ from typing import Any
 
 from prunex.config import ADMMConfig, LinkConfig, RunConfig
 
-PROFILE_NAMES = ("smoke", "local", "paper")
+PROFILE_NAMES = ("smoke", "local", "regime", "paper")
 
 # -- the paper profile's training lengths ---------------------------------------------------------
 # Sec. 5.1.5: "For H-SADMM, we perform up to 60 outer iterations depending on convergence, with 5-10
@@ -75,15 +86,19 @@ class Profile:
     link: LinkConfig = field(default_factory=LinkConfig)
     train_subset: int = 0
     extra: dict[str, Any] = field(default_factory=dict)  # other RunConfig fields
+    scale_procs_per_node: int | None = None  # processes per node of the strong-scaling series (None: procs_per_node)
+    repeat_seeds: tuple[int, ...] = (0,)  # seeds of the experiments that repeat a measurement (latency)
 
     @property
     def scale_nodes(self) -> tuple[int, ...]:
         """Node counts of the strong-scaling series (Fig. 9: 2 to 16 nodes of 4 GPUs)."""
-        return {"paper": (2, 4, 8, 16), "local": (1, 2), "smoke": (1,)}[self.name]
+        return {"paper": (2, 4, 8, 16), "local": (1, 2), "regime": (1, 2), "smoke": (1,)}[self.name]
 
 
-def profile(name: str, executor: str | None = None) -> Profile:
-    """The named profile, for the given executor (the link model follows the executor)."""
+def profile(name: str, executor: str | None = None, regime: dict[str, Any] | None = None) -> Profile:
+    """The named profile, for the given executor (the link model follows the executor). `regime`: the
+    `regime` profile's `regime.json` (`prunex.regime`), which sets its link rate; without it the
+    profile can be listed (dry run) but its alpha-beta rate is a placeholder."""
     if name == "paper":
         p = Profile(
             name="paper",
@@ -116,6 +131,17 @@ def profile(name: str, executor: str | None = None) -> Profile:
                 iterations=6, local_epochs=1, rho_intra=0.05, rho_inter=0.005, freeze_iteration=4, retrain_epochs=2
             ),
             link=LinkConfig(model="alpha-beta", alpha_s=5e-5, bandwidth_gbit=1.0),
+        )
+    elif name == "regime":
+        base = profile("local")
+        mbit = float(regime["bandwidth_mbit"]) if regime else 1000.0
+        p = dataclasses.replace(
+            base,
+            name="regime",
+            link=dataclasses.replace(base.link, bandwidth_gbit=mbit / 1e3),
+            extra={**base.extra, "bind_cores": True},
+            scale_procs_per_node=1,
+            repeat_seeds=(0, 1, 2),
         )
     elif name == "smoke":
         p = Profile(

@@ -3,6 +3,10 @@
 Paper claim (sec. 5.3.2, 64 V100, ResNet-152): DDP ~0.50 s per iteration, PruneX ~0.10 s (5x);
 the flat-consensus ablation PruneX (AR) shows high variance and latency spikes.
 
+A profile with several `repeat_seeds` (`regime`: 0, 1, 2, fixed before any run) trains each method
+once per seed; seed 0 keeps the plain name (and is the run time_to_accuracy shares), the others are
+named `-s<seed>`. The report measures the claims per seed and gives the spread.
+
     python -m experiments.latency --profile local --results results
 """
 
@@ -16,7 +20,11 @@ NAME = "latency"
 
 
 def runs(p: Profile) -> list[RunConfig]:
-    return [run(p, NAME, m, f"{m}-{p.model}") for m in ("hsadmm", "ddp", "flat_admm")]
+    return [
+        run(p, NAME, m, f"{m}-{p.model}" + (f"-s{seed}" if seed else ""), seed=seed)
+        for seed in p.repeat_seeds
+        for m in ("hsadmm", "ddp", "flat_admm")
+    ]
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ def keep_rates(p: Profile) -> tuple[float, ...]:
     return {
         "paper": (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1),
         "local": (1.0, 0.75, 0.5, 0.25),
+        "regime": (1.0, 0.75, 0.5, 0.25),
         "smoke": (1.0, 0.5),
     }[p.name]
 

@@ -21,7 +21,10 @@ METHODS = ("hsadmm", "ddp", "topk")
 
 
 def runs(p: Profile) -> list[RunConfig]:
-    return [run(p, NAME, m, f"{m}-{p.model}-{n}x{p.procs_per_node}", nodes=n) for n in p.scale_nodes for m in METHODS]
+    ppn = p.scale_procs_per_node or p.procs_per_node
+    return [
+        run(p, NAME, m, f"{m}-{p.model}-{n}x{ppn}", nodes=n, procs_per_node=ppn) for n in p.scale_nodes for m in METHODS
+    ]
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ SHARED_RUNS_DIR = "runs"  # RESULTS/runs/<shared id>: every run, once; experimen
 # where results go, and how the job is operated (checkpoint cadence, collective timeout), none of
 # which changes what is computed or logged.
 WHO_ASKED = ("experiment", "name", "results")
-OPERATIONAL = ("checkpoint_every_min", "collective_timeout_s")
+OPERATIONAL = ("checkpoint_every_min", "collective_timeout_s", "bind_cores")
 
 
 # Defaults that depend on the dataset. CIFAR-10: the paper's sec. 5.1.5 (batch 128 per GPU, SGD
@@ -262,6 +262,10 @@ class RunConfig:
     collective_timeout_s: float = 300.0  # every process group; a dead rank ends the job by then
     # wall-clock minutes between checkpoints, taken at the next evaluation point (0: at every one)
     checkpoint_every_min: float = 20.0
+    # one core per process on this machine (rank r on core r mod cores, torch on one thread;
+    # prunex.regime.bind_to_core): for jobs whose nodes share one machine, such as the mini cluster's.
+    # Changes timings, not the training: not part of a run's identity.
+    bind_cores: bool = False
     export: bool = False  # after training, rank 0 exports the compact model and benches inference
     bench_budget_s: float = 5.0  # --export: seconds of timed repeats per model and batch size
     admm: ADMMConfig = field(default_factory=ADMMConfig)

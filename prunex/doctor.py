@@ -291,7 +291,8 @@ def render(checks: list[Check], header: str) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m prunex.doctor", description=__doc__.split("\n")[0])
-    p.add_argument("--profile", choices=("smoke", "local", "paper"), help="default: paper where Slurm answers")
+    profiles = ("smoke", "local", "regime", "paper")  # experiments.common.PROFILE_NAMES (imported lazily there)
+    p.add_argument("--profile", choices=profiles, help="default: paper where Slurm answers")
     p.add_argument("--executor", choices=("debug", "local", "slurm"), help="default: slurm where Slurm answers")
     p.add_argument("--data-root", default="", help="default: $PRUNEX_DATA, else ./data")
     p.add_argument("--cluster", help="perf-model cluster file for the estimate (default: the site's)")
@@ -309,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     answers = slurm_answers()
     profile = args.profile or ("paper" if answers and not on_minicluster() else "local")
     executor = args.executor or (
-        "slurm" if answers else {"paper": "slurm", "local": "local", "smoke": "debug"}[profile]
+        "slurm" if answers else {"paper": "slurm", "local": "local", "regime": "local", "smoke": "debug"}[profile]
     )
     from experiments.common import profile as get_profile
 

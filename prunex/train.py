@@ -63,6 +63,8 @@ from prunex.methods import method_class
 from prunex.methods.base import Context, Method
 from prunex.minicluster.wire import observed_link_model, read_counters
 from prunex.models import build_model
+from prunex.regime import bind_to_core
+from prunex.regime import read as read_regime
 from prunex.topology import backend_for, build_groups, discover, init_distributed
 
 
@@ -93,6 +95,8 @@ def train(config: RunConfig, run_dir: str | Path) -> Path:
     # the device of --device (auto, cuda, cpu), checked and agreed on by every rank before any collective
     device, store = place(config.device, topo, config.collective_timeout_s)
     _set_threads(machine_rank(topo)[1], device)
+    if config.bind_cores and device.type == "cpu":
+        bind_to_core(topo.rank)
     init_distributed(topo, device, config.collective_timeout_s, store)
     try:
         return _train(config, run_dir, topo, device)
@@ -138,7 +142,12 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
         job_topology = {k: v for k, v in topo.as_dict().items() if k in job_keys}
         # the link model that shaped the links (a mini cluster's tc), in meta.json and so in every log row
         link_model = observed_link_model(config.link.model)
-        write_meta(run_dir, collect_meta(job_topology, str(device), backend_for(device), link_model))
+        meta = collect_meta(job_topology, str(device), backend_for(device), link_model)
+        meta["cpu_binding"] = "one core per process (prunex.regime.bind_to_core)" if config.bind_cores else "none"
+        regime = read_regime()  # the regime-matched profile's link rate and why (prunex.regime)
+        if regime is not None:
+            meta["regime"] = regime
+        write_meta(run_dir, meta)
 
     seed_everything(config.seed)  # identical initial model on every rank
     model = build_model(config.model).to(device)
