@@ -186,6 +186,24 @@ run_child() {
   return "$status"
 }
 
+model_regime() {
+  # The regime profile's performance model (README "The paper's regime on one machine"): links from the
+  # sweep of this cluster session, compute per sample from the 1-process runs (one core each); Fig. 9's
+  # model curves beyond 2 nodes, and each method's predicted iteration time against the 2 x 1 runs.
+  local results=$1 computes=() m
+  for m in ddp hsadmm topk; do
+    [ -f "$results/strong_scaling/$m-resnet20-1x1/DONE" ] && computes+=(--compute-from-run "$results/strong_scaling/$m-resnet20-1x1")
+  done
+  [ ${#computes[@]} -gt 0 ] || { say "no 1x1 strong-scaling run to take compute from: no model"; return 1; }
+  "$PY" -m prunex.perfmodel cluster-from-sweep --collectives "$results/perfmodel/collectives.parquet" \
+    "${computes[@]}" --name minicluster-regime --out "$results/perfmodel/minicluster-regime.json" || return 1
+  "$PY" -m prunex.perfmodel project --cluster "$results/perfmodel/minicluster-regime.json" --model resnet20 \
+    --dataset digits --gpus 1,2 --extend-to 8 --batch-size 32 --local-epochs 1 --dynamic-fraction 0.5 \
+    --out "$results/perfmodel" || return 1
+  "$PY" -m prunex.perfmodel validate-iterations --results "$results" \
+    --collectives "$results/perfmodel/collectives.parquet" --out "$results/perfmodel"
+}
+
 main_job() {
   local profile="" executor="" results="" only="" out="" figures_only=0 detach=0 submit_driver=0 cluster_args=()
   while [ $# -gt 0 ]; do
@@ -326,6 +344,9 @@ main_job() {
     say "no figures drawn: the experiments ended with exit code $rc (see above). The same command resumes"
     say "(finished runs are skipped); to draw what exists: ./run_all.sh --figures-only --results $results"
     return $rc
+  fi
+  if [ "$profile" = regime ] && [ -s "$results/perfmodel/collectives.parquet" ]; then
+    model_regime "$results" || say "the performance model of this cluster failed (see above); figures go on without it"
   fi
   run_child "$PY" -m analysis.all --results "$results" --out "$results/figures" || rc=$?
   say "figures: $results/figures/  report: $results/figures/REPORT.md"

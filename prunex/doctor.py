@@ -308,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     answers = slurm_answers()
-    profile = args.profile or ("paper" if answers and not on_minicluster() else "local")
+    profile = args.profile or ("paper" if answers and not on_minicluster() else "regime")  # as ./run_all.sh picks
     executor = args.executor or (
         "slurm" if answers else {"paper": "slurm", "local": "local", "regime": "local", "smoke": "debug"}[profile]
     )

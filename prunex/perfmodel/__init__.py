@@ -1,6 +1,8 @@
 """An analytic performance model of every method: seconds per iteration and per epoch, bytes per level.
 
     python -m prunex.perfmodel validate --results DIR [--collectives SWEEP.parquet | --measure-loopback] [--out DIR]
+    python -m prunex.perfmodel validate-iterations --results DIR --collectives SWEEP.parquet
+        [--compute-from-run RUN_DIR ...] [--procs-per-node 1] [--tolerance 0.15] --out DIR   # iteration times
     python -m prunex.perfmodel project --cluster puhti [--model resnet152] [--out DIR]
     python -m prunex.perfmodel loopback --out loopback.parquet      # measure this machine's loopback level
     python -m prunex.perfmodel cluster-from-sweep --collectives SWEEP.parquet --compute-from-run RUN_DIR
@@ -24,6 +26,8 @@ Pieces (each a small set of pure functions and dataclasses):
   table of ``prunex.bench.collectives``, or a loopback sweep), compute seconds per sample from a run's
   steps.parquet, cluster files, and a cluster file of a measured cluster (``cluster_from_sweep``).
 - `prunex.perfmodel.validate`: predicted vs measured comm_s of logged runs (csv + png).
+- `prunex.perfmodel.iterations`: predicted vs measured iteration time (compute + overhead + exposed
+  communication) of logged runs, compute per sample from one-node runs of the same method (csv).
 - `prunex.perfmodel.project`: Fig. 9 on a described cluster, beside the paper's 6.75x / 5.81x / 3.71x;
   ``--out RESULTS/perfmodel`` puts the table where `analysis.fig9a_scaling_speedup` (model curves) and
   `analysis.report` (projected claims) read it.
@@ -76,6 +80,7 @@ from prunex.perfmodel.formulas import (
     broadcast_time,
     time_of,
 )
+from prunex.perfmodel.iterations import validate_iterations
 from prunex.perfmodel.project import PAPER_SPEEDUP, project
 from prunex.perfmodel.validate import validate
 from prunex.perfmodel.workload import (
@@ -120,4 +125,5 @@ __all__ = [
     "ring_bytes",
     "time_of",
     "validate",
+    "validate_iterations",
 ]

@@ -1,4 +1,5 @@
-"""Command line of `prunex.perfmodel`: validate, project, loopback, cluster-from-sweep (package docstring)."""
+"""Command line of `prunex.perfmodel`: validate, validate-iterations, project, loopback, cluster-from-sweep
+(package docstring)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 from prunex.config import DATASET_DEFAULTS, ADMMConfig, RunConfig, TopKConfig
 from prunex.perfmodel.calibrate import (
+    COMPUTE_STATS,
     SWEEP_TIMES,
     CalibrationError,
     cluster_from_sweep,
@@ -18,6 +20,7 @@ from prunex.perfmodel.calibrate import (
     read_fit_table,
 )
 from prunex.perfmodel.formulas import Link
+from prunex.perfmodel.iterations import CSV_NAME, format_iteration_table, validate_iterations
 from prunex.perfmodel.project import format_projection, gpu_series, plot_projection, project, with_overrides
 from prunex.perfmodel.validate import format_breakdown, format_table, plot_validation, validate, validate_by_op
 from prunex.perfmodel.workload import Options
@@ -57,6 +60,29 @@ def _validate(args: argparse.Namespace) -> int:
     print(format_table(df))
     print(format_breakdown(by_op))
     print(f"wrote {out / 'validation.csv'}, {out / 'validation_by_op.csv'} and {out / 'validation.png'}")
+    return 1 if args.strict and not bool(df["within"].all()) else 0
+
+
+def _validate_iterations(args: argparse.Namespace) -> int:
+    fit = read_fit_table(args.collectives, args.sweep_time) if args.collectives else None
+    if fit is not None:
+        print(f"collective sweep {args.collectives}: fitted on {fit['time_stat'].iloc[0]} times")
+    cluster = load_cluster(args.cluster) if args.cluster else None
+    df = validate_iterations(
+        args.results,
+        fit,
+        cluster=cluster,
+        compute_runs=args.compute_from_run,
+        procs_per_node=args.procs_per_node or None,
+        min_nodes=args.min_nodes,
+        tolerance=args.tolerance,
+        compute_stat=args.compute_stat,
+    )
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    df.to_csv(out / CSV_NAME, index=False)
+    print(format_iteration_table(df, args.tolerance))
+    print(f"wrote {out / CSV_NAME}")
     return 1 if args.strict and not bool(df["within"].all()) else 0
 
 
@@ -161,6 +187,35 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--tolerance", type=float, default=0.2)
     v.add_argument("--strict", action="store_true", help="exit 1 when a prediction misses the tolerance")
     v.add_argument("--out", default="results/perfmodel")
+    it = sub.add_parser(
+        "validate-iterations",
+        help="predict logged runs' iteration time (compute + exposed communication) and compare",
+        description="Predict each run's iteration time (compute + overhead + exposed communication; "
+        "prunex.perfmodel.iterations) and compare with its measured iter_s (median over iterations, the "
+        f"first left out). Writes OUT/{CSV_NAME}.",
+    )
+    it.add_argument("--results", required=True, help="searched recursively for runs")
+    it.add_argument("--collectives", default=None, help="collective sweep parquet (or its .fit.parquet)")
+    it.add_argument("--sweep-time", choices=SWEEP_TIMES, default="slowest", help=SWEEP_TIME_HELP)
+    it.add_argument(
+        "--cluster", default=None, help="cluster file: network without --collectives, compute per sample, device"
+    )
+    it.add_argument(
+        "--compute-from-run",
+        action="append",
+        default=[],
+        metavar="RUN_DIR",
+        help="compute per sample from this run (repeat); by default each method's run on 1 node with the "
+        "same processes per node under --results",
+    )
+    it.add_argument("--compute-stat", choices=COMPUTE_STATS, default="median", help="of compute_s over iterations")
+    it.add_argument(
+        "--procs-per-node", type=int, default=1, help="validate the runs with this many processes per node (0: any)"
+    )
+    it.add_argument("--min-nodes", type=int, default=2, help="validate the runs on at least this many nodes")
+    it.add_argument("--tolerance", type=float, default=0.15)
+    it.add_argument("--strict", action="store_true", help="exit 1 when a prediction misses the tolerance")
+    it.add_argument("--out", default="results/perfmodel")
     j = sub.add_parser("project", help="project Fig. 9 (strong scaling) on a described cluster")
     j.add_argument("--cluster", default="puhti", help="name in clusters/ or a JSON path")
     j.add_argument("--model", default="resnet152")
@@ -201,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return {
             "validate": _validate,
+            "validate-iterations": _validate_iterations,
             "project": _project,
             "loopback": _loopback,
             "cluster-from-sweep": _cluster_from_sweep,

@@ -166,15 +166,21 @@ def network_from_fit(
     inter: Link | None = None,
     broadcast_algo: str = "tree",
     undelayed: frozenset[tuple[str, str]] = frozenset(),
+    intra_unused: bool = False,
 ) -> Network:
     """A Network from a sweep's fit table.
 
     Real links: intra/inter/flat from the allreduce fits of each level (broadcast fits where present).
     Emulated (alpha-beta): only the intra (loopback) fits are used; ``inter`` must be the modelled link
     (from the run's config), since the sweep's inter and flat timings contain its own delays.
+    ``intra_unused``: the network prices runs of one process per node, whose intra-node groups have one
+    member and cost nothing (`formulas.time_of`); a sweep at one process per node has no intra level
+    (`prunex.bench.collectives` skips groups of one), so the inter link stands in for it.
     """
     links = links_from_fit_table(fit, broadcast_algo)
     intra = links.get(("intra", "allreduce"))
+    if intra is None and intra_unused and not emulated:
+        intra = links.get(("inter", "allreduce"))
     if intra is None:
         raise CalibrationError("the fit table has no intra-level allreduce fit")
     if emulated:
@@ -305,16 +311,23 @@ def samples_per_iteration(config: dict[str, Any]) -> float:
     return float(min(int(config["batch_size"]), shard))
 
 
-def compute_per_sample(run_dir: str | Path, skip_first: bool = True) -> float:
-    """Mean ``compute_s`` per training sample of a run (iteration 0 left out when there are more)."""
+COMPUTE_STATS = ("mean", "median")
+
+
+def compute_per_sample(run_dir: str | Path, skip_first: bool = True, stat: str = "mean") -> float:
+    """``compute_s`` per training sample of a run, its mean (or ``stat="median"``) over iterations
+    (iteration 0 left out when there are more)."""
     import pandas as pd
 
+    if stat not in COMPUTE_STATS:
+        raise CalibrationError(f"unknown statistic {stat!r}; known: {', '.join(COMPUTE_STATS)}")
     run_dir = Path(run_dir)
     config = json.loads((run_dir / "config.json").read_text())
     steps = pd.read_parquet(run_dir / "steps.parquet")
     if skip_first and len(steps) > 1:
         steps = steps[steps["iteration"] > steps["iteration"].min()]
-    return float(steps["compute_s"].mean()) / samples_per_iteration(config)
+    value = steps["compute_s"].median() if stat == "median" else steps["compute_s"].mean()
+    return float(value) / samples_per_iteration(config)
 
 
 # -------------------------------------------------------------------------------- cluster files
@@ -467,6 +480,13 @@ def cluster_from_sweep(
         }
 
     intra, inter = entry("intra", "allreduce"), entry("inter", "allreduce")
+    if intra is None and inter is not None and procs_per_node == 1:
+        # a sweep at one process per node has no intra level (groups of one are skipped); nothing on
+        # such a cluster uses the intra link, so the inter link's numbers stand in for it
+        intra = {
+            k: {**v, "status": "assumption", "source": f"stand-in, no intra level at 1 process per node: {v['source']}"}
+            for k, v in inter.items()
+        }
     if intra is None or inter is None:
         raise CalibrationError(
             f"{src}: needs intra and inter allreduce fits (have: {', '.join(f'{a}/{b}' for a, b in links) or 'none'})"

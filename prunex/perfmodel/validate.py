@@ -34,16 +34,19 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from prunex.commcost import collective_time, crosses, group_size
 from prunex.commtime import last_arriver_comm
 from prunex.config import RunConfig
+from prunex.log import COMM_COLUMNS
 from prunex.perfmodel.calibrate import CalibrationError, compute_per_sample, network_from_fit, shard_of
 from prunex.perfmodel.formulas import Link, Network
 from prunex.perfmodel.workload import (
     Device,
+    IterationCost,
     ModelSpec,
     Options,
     Workload,
@@ -106,9 +109,17 @@ class RunData:
         self.path = Path(path)
         self.config: dict[str, Any] = json.loads((self.path / "config.json").read_text())
         self.steps = pd.read_parquet(self.path / "steps.parquet")
-        self.comm = pd.read_parquet(self.path / "comm.parquet")
         masks = self.path / "masks.parquet"
         self.masks = pd.read_parquet(masks) if masks.exists() else None
+
+    @cached_property
+    def comm(self):
+        """comm.parquet (read on first use: one row per call and rank, the largest table); empty where a
+        run without communication has none."""
+        import pandas as pd
+
+        comm = self.path / "comm.parquet"
+        return pd.read_parquet(comm) if comm.exists() else pd.DataFrame(columns=COMM_COLUMNS)
 
     @property
     def nodes(self) -> int:
@@ -201,21 +212,34 @@ def run_network(run: RunData, fit=None, loopback: Link | None = None) -> tuple[N
             return Network(loopback, loopback, broadcast_algo="tree"), "loopback: given"
         raise CalibrationError(f"{run.run_id}: link model {link.get('model')!r} needs --collectives (a sweep)")
     stat = f" ({fit['time_stat'].iloc[0]})" if "time_stat" in fit.columns and len(fit) else ""
-    return network_from_fit(fit), f"sweep fit{stat}"
+    return network_from_fit(fit, intra_unused=run.procs == 1), f"sweep fit{stat}"
 
 
 def _pct(pred: float, meas: float) -> float:
     return 100.0 * (pred / meas - 1.0) if meas > 0 else math.nan
 
 
+def run_costs(
+    run: RunData, net: Network, device: Device | None = None, *, local_work: bool = True
+) -> dict[int, IterationCost]:
+    """The predicted :class:`~prunex.perfmodel.workload.IterationCost` of each measured iteration of
+    ``run`` (:func:`run_workloads` priced by `workload.iteration_cost` on ``net``). ``device``: compute
+    seconds per sample, memory bandwidth and launch latency (default: no compute, so DDP hides nothing).
+    ``local_work=False`` leaves the memory-bound vector work (ADMM updates, proximal term) out of the
+    compute, for a compute per sample measured on a run of the same method, which contains it."""
+    opts = options_of(run.config)
+    works = run_workloads(run, model_spec(run.config["model"]), opts)
+    device = device or Device(compute_s_per_sample=0.0)
+    return {
+        k: iteration_cost(w if local_work else replace(w, vector_bytes=0.0), run.nodes, run.procs, net, device, opts)
+        for k, w in works.items()
+    }
+
+
 def predict_run(run: RunData, net: Network, network_desc: str = "", tolerance: float = 0.2) -> dict[str, Any]:
     """One table row: predicted vs measured communication seconds (and bytes) per iteration."""
-    spec = model_spec(run.config["model"])
-    opts = options_of(run.config)
-    works = run_workloads(run, spec, opts)
-    device = Device(compute_s_per_sample=0.0)
-    costs = {k: iteration_cost(w, run.nodes, run.procs, net, device, opts) for k, w in works.items()}
-    its = list(works)
+    costs = run_costs(run, net)
+    its = list(costs)
     steps = run.steps.set_index("iteration").loc[its]
     measured = float(steps["comm_s"].mean())
     predicted = sum(c.comm_s for c in costs.values()) / len(costs)
