@@ -169,10 +169,11 @@ def waves(configs: list[RunConfig]) -> list[list[RunConfig]]:
 
 
 def execute(
-    configs: list[RunConfig], slurm: SlurmOptions, *, echo: bool = True, detach: bool = False
+    configs: list[RunConfig], slurm: SlurmOptions, *, echo: bool = True, detach: bool = False, serial: bool = False
 ) -> list[tuple[str, str]]:
     """Run the configs (module docstring), each distinct training once, wave after wave of
-    dependencies; returns (run name, error) for every failed run."""
+    dependencies; returns (run name, error) for every failed run. `serial`: one run at a time on
+    Slurm too (a profile whose timings are its results, on a cluster whose nodes share one machine)."""
     unique: dict[Path, RunConfig] = {}
     for c in configs:  # one run per training configuration
         unique.setdefault(run_dir_for(c), c)
@@ -182,7 +183,9 @@ def execute(
         failed = {f for f, _ in failures}
         blocked = [c for c in wave if failed & set(c.depends_on)]
         failures += [(c.name, f"not run: {', '.join(sorted(failed & set(c.depends_on)))} failed") for c in blocked]
-        failures += _execute_wave([c for c in wave if c not in blocked], slurm, echo=echo, detach=detach)
+        runnable = [c for c in wave if c not in blocked]
+        for part in [[c] for c in runnable] if serial else [runnable]:
+            failures += _execute_wave(part, slurm, echo=echo, detach=detach)
     return failures
 
 
@@ -243,12 +246,14 @@ def run_experiments(
                     done = sum((d / DONE).exists() for d in distinct)
                     shared = f" ({len(distinct)} distinct trainings)" if len(distinct) < len(configs) else ""
                     print(f"[{label}] {len(configs)} runs{shared}, {done} already done", flush=True)
-                    if configs and configs[0].executor == "slurm":  # independent experiments go out together
+                    serial = profile(args.profile).serial
+                    # independent experiments go out together, unless the profile runs one at a time
+                    if configs and configs[0].executor == "slurm" and not serial:
                         failures = execute(configs, slurm, detach=args.detach)
                     else:
                         for name, cs in experiments.items():
                             print(f"[{label}] experiment {name}: {len(cs)} runs", flush=True)
-                            failures += execute(cs, slurm, detach=args.detach)
+                            failures += execute(cs, slurm, detach=args.detach, serial=serial)
             except KeyboardInterrupt:
                 raise Interrupted("interrupted before anything was submitted", last_signal()) from None
     except (Interrupted, ConfigError, LockHeld) as e:

@@ -22,7 +22,9 @@
   of one iteration of this profile's job and chooses the inter-node link rate at which DDP's
   AllReduce takes that share (a few tens of Mbit/s on the 2-core VM). The choice is written to
   `RESULTS/regime.json` before any run and kept for the life of the results directory. Processes
-  are bound to cores (`bind_cores`; 4 processes on 2 cores: 2 per core, as the captions say).
+  are bound to cores (`bind_cores`; 4 processes on 2 cores: 2 per core, as the captions say), and
+  runs go one at a time on Slurm too (`serial`: the mini cluster's nodes share the machine, and Slurm
+  would otherwise start jobs side by side on its free CPUs).
   Strong scaling runs 1 process per node (1 -> 2 nodes, one core each); the latency experiment is
   repeated with seeds 0, 1, 2 (fixed in advance: the run-to-run spread of a 2-core machine is larger
   than the margins of its claims, README "Figures from the saved logs").
@@ -88,6 +90,7 @@ class Profile:
     extra: dict[str, Any] = field(default_factory=dict)  # other RunConfig fields
     scale_procs_per_node: int | None = None  # processes per node of the strong-scaling series (None: procs_per_node)
     repeat_seeds: tuple[int, ...] = (0,)  # seeds of the experiments that repeat a measurement (latency)
+    serial: bool = False  # one run at a time on every executor (Slurm runs jobs side by side otherwise)
 
     @property
     def scale_nodes(self) -> tuple[int, ...]:
@@ -142,6 +145,7 @@ def profile(name: str, executor: str | None = None, regime: dict[str, Any] | Non
             extra={**base.extra, "bind_cores": True},
             scale_procs_per_node=1,
             repeat_seeds=(0, 1, 2),
+            serial=True,  # its timings are its results: no two runs share the machine's cores
         )
     elif name == "smoke":
         p = Profile(
