@@ -6,6 +6,8 @@ Run::
     PYTHONPATH=. python -m prunex.bench.exchange [--cluster puhti-dual-rail] [--model resnet152]
         [--nodes 16] [--channel-keep 0.5]
     PYTHONPATH=. python -m prunex.bench.exchange --measure [--iterations 3] [--inter-bw-gbit 1]
+    eval "$(python -m prunex.minicluster env)"; PYTHONPATH=. python -m prunex.bench.exchange --measure \
+        --executor slurm [--out exchange.csv]          # on the mini Slurm cluster, at its tc rate
 
 Rows: DDP's step (one flat AllReduce of the fp32 gradients in its buckets), PruneX as in the paper
 (leaders' AllReduce of the fp32 compact buckets), then each option (``--wire-dtype bf16``,
@@ -17,21 +19,31 @@ to DDP's step (DDP / option: how many times less). Steady state: mask frozen, no
 Honesty: modelled, not measured. The model prices link time only, so pipelining (which hides
 compress/decompress behind the transfers, it does not shorten them) shows no change here.
 
-``--measure`` runs the same rows for real: 2 x 2 processes on this machine (`prunex.launch`, local
-executor, nodes emulated, the alpha-beta link model at ``--inter-bw-gbit``; ResNet-20 on digits),
-and reads each run's ``comm.parquet``: per synchronisation (a DDP step, an H-SADMM outer iteration,
-iterations 1.. after warm-up), node 0's inter-node bytes (the ring model's estimate, not kernel
-counters: that needs the mini Slurm cluster, not built here) and its inter-node seconds (crossing
-collectives only; waiting for stragglers is the separate barrier, so these are wait-free; the
-slowest of node 0's ranks). DDP's hook collectives are not delayed by the alpha-beta model, so its
-seconds are loopback time and overlap the backward pass; a pipelined AllReduce's span runs from its
-launch to its wait and so includes the compress work it overlapped. Compare bytes across all rows,
-seconds only among the non-pipelined PruneX rows.
+``--measure`` runs the same rows for real: 2 x 2 processes, ResNet-20 on digits, short H-SADMM runs
+(mask frozen after the first outer iteration) and a DDP run, each a real `prunex.launch` run, read
+per synchronisation (a DDP step, an H-SADMM outer iteration; iterations 1.. after warm-up):
+
+- ``--executor slurm`` (on the mini Slurm cluster, ``eval "$(python -m prunex.minicluster env)"``
+  first): the links are the cluster's tc-shaped veths. Bytes are node 0's kernel counters
+  (``wire.parquet``: what its interface transmitted during the iteration, headers and the small
+  control messages included); seconds are the wait-free inter-node time (`prunex.commtime`: per
+  collective call the last-arriving member's seconds, concurrent groups' slowest, summed over the
+  calls whose group crosses nodes; waiting for stragglers is left out). DDP's buckets cross the
+  same shaped link, so every row's seconds compare.
+- ``--executor local``: nodes emulated on this machine, the alpha-beta link model at
+  ``--inter-bw-gbit``; bytes are the ring model's estimate from ``comm.parquet``, not kernel
+  counters. DDP's hook collectives are not delayed by the alpha-beta model, so its seconds are
+  loopback time there: compare seconds only among the non-pipelined PruneX rows.
+
+A pipelined AllReduce's span runs from its launch to its wait and so includes the compress work it
+overlapped. ``--out FILE`` writes the table as csv (row, bytes, seconds, ratios to DDP's step and
+how they were measured), which the report reads when it lies under RESULTS/bench/.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -85,13 +97,17 @@ MEASURED = {  # row -> (method, ADMMConfig changes)
 
 
 def measure(args: argparse.Namespace, results: str) -> list[tuple[str, float, float]]:
-    """(name, node 0's inter-node bytes, its inter-node seconds) per synchronisation, measured."""
+    """(name, node 0's inter-node bytes, inter-node seconds) per synchronisation, measured (docstring)."""
     import pandas as pd
 
+    from prunex.commtime import per_call
     from prunex.config import ADMMConfig, LinkConfig, RunConfig
     from prunex.launch import launch
 
-    link = LinkConfig(model="alpha-beta", alpha_s=args.inter_latency_s, bandwidth_gbit=args.inter_bw_gbit)
+    if args.executor == "slurm":
+        link = LinkConfig()  # the mini cluster's tc shapes the links
+    else:
+        link = LinkConfig(model="alpha-beta", alpha_s=args.inter_latency_s, bandwidth_gbit=args.inter_bw_gbit)
     common = {
         "model": "resnet20",
         "dataset": "digits",
@@ -99,11 +115,13 @@ def measure(args: argparse.Namespace, results: str) -> list[tuple[str, float, fl
         "procs_per_node": 2,
         "results": results,
         "experiment": "bench_exchange",
-        "executor": "local",
+        "executor": args.executor,
+        "device": "cpu",
         "eval_every": 10**6,
         "bn_batches": 0,
         "link": link,
         "epochs": 1,
+        "bind_cores": args.executor == "slurm",
     }
     out = []
     for name, (method, changes) in MEASURED.items():
@@ -119,13 +137,27 @@ def measure(args: argparse.Namespace, results: str) -> list[tuple[str, float, fl
         cfg = RunConfig(method=method, name=f"row{len(out)}-{method}", admm=admm, **common)
         run_dir = launch(cfg, echo=False)
         comm = pd.read_parquet(run_dir / "comm.parquet")
-        c = comm[(comm["node"] == 0) & (comm["iteration"] >= 1) & (comm["op"] != "barrier")]
-        c = c[c["level"].isin(["inter", "shard", "flat"])]
-        if method == "ddp":
-            c = c[c["iteration"] <= args.iterations]
-        nbytes = c.groupby("iteration")["inter_bytes"].sum().mean()
-        seconds = c.groupby(["iteration", "rank"])["seconds"].sum().groupby("iteration").max().median()
-        out.append((name, float(nbytes), float(seconds)))
+        last = args.iterations if method == "ddp" else 10**9
+        c = comm[(comm["iteration"] >= 1) & (comm["iteration"] <= last) & (comm["op"] != "barrier")]
+        crossing = c[c["level"].isin(["inter", "shard", "flat"])]
+        wire_path = run_dir / "wire.parquet"
+        if args.executor == "slurm" and wire_path.exists():
+            wire = pd.read_parquet(wire_path)
+            w = wire[(wire["node"] == 0) & (wire["iteration"] >= 1) & (wire["iteration"] <= last)]
+            nbytes = float(w["tx_bytes"].mean())
+        else:
+            n0 = crossing[crossing["node"] == 0]
+            nbytes = float(n0.groupby("iteration")["inter_bytes"].sum().mean())
+        calls = per_call(crossing)
+        per_iteration = (
+            calls.groupby(["iteration", "level", "op", "k", "group"])["waitfree_s"]
+            .first()
+            .groupby(["iteration", "level", "op", "k"])
+            .max()
+            .groupby("iteration")
+            .sum()
+        )
+        out.append((name, nbytes, float(per_iteration.median())))
         print(f"[bench] {name}: {run_dir}", file=sys.stderr, flush=True)
     return out
 
@@ -133,6 +165,8 @@ def measure(args: argparse.Namespace, results: str) -> list[tuple[str, float, fl
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--measure", action="store_true", help="run 2 x 2 processes here instead of the model")
+    p.add_argument("--executor", choices=("local", "slurm"), default="local", help="--measure: where (docstring)")
+    p.add_argument("--out", default=None, help="also write the table to this csv")
     p.add_argument("--iterations", type=int, default=3, help="--measure: synchronisations measured")
     p.add_argument("--inter-bw-gbit", type=float, default=1.0, help="--measure: alpha-beta link rate")
     p.add_argument("--inter-latency-s", type=float, default=5e-5, help="--measure: alpha-beta latency")
@@ -141,25 +175,71 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--model", default="resnet152")
     p.add_argument("--nodes", type=int, default=16, help="M (the paper's 64 GPUs: 16 nodes of 4)")
     p.add_argument("--channel-keep", type=float, default=0.5)
+    p.add_argument("--workdir", default=None, help="--measure: where the runs' temporary directory goes")
     args = p.parse_args(argv)
     if args.measure:
-        with tempfile.TemporaryDirectory(prefix="prunex-exchange-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="prunex-exchange-", dir=args.workdir) as tmp:
             table = measure(args, tmp)
-        print(
-            f"# measured: 2 x 2 processes on one machine (emulated nodes), alpha-beta link {args.inter_bw_gbit:g}"
-            f" Gbit/s, ResNet-20 digits, channel keep {args.channel_keep}, {args.bucket_mb:g} MB buckets; per "
-            "synchronisation, node 0; bytes: ring-model estimate; DDP's seconds are not link-delayed (docstring)"
+        if args.executor == "slurm":
+            how = (
+                f"measured on the mini Slurm cluster ({_link_rate()}), 2 x 2 processes bound to cores; bytes: node 0's "
+                "kernel counters; seconds: wait-free inter-node time"
+            )
+        else:
+            how = (
+                f"measured: 2 x 2 processes on one machine (emulated nodes), alpha-beta link {args.inter_bw_gbit:g} "
+                "Gbit/s; bytes: ring-model estimate; DDP's seconds are not link-delayed (docstring)"
+            )
+        print(f"# {how}; ResNet-20 digits, channel keep {args.channel_keep}, {args.bucket_mb:g} MB buckets; per sync")
+    else:
+        table = rows(args.cluster, args.model, args.nodes, args.channel_keep)
+        c = load_cluster(args.cluster)
+        how = (
+            f"modelled (prunex.perfmodel), not measured: {c.name}, {args.nodes} x {c.gpus_per_node}, "
+            f"{c.network.inter_nics} NIC(s) per node; {args.model}, channel keep {args.channel_keep}"
         )
-        _print(table)
-        return 0
-    table = rows(args.cluster, args.model, args.nodes, args.channel_keep)
-    c = load_cluster(args.cluster)
-    print(
-        f"# modelled (prunex.perfmodel), not measured: {c.name}, {args.nodes} x {c.gpus_per_node}, "
-        f"{c.network.inter_nics} NIC(s) per node; {args.model}, channel keep {args.channel_keep}; per synchronisation"
-    )
+        print(f"# {how}; per synchronisation")
     _print(table)
+    if args.out:
+        _write(table, args.out, how)
     return 0
+
+
+def _link_rate() -> str:
+    """The mini cluster's tc rate, from its state file (what `minicluster status` prints)."""
+    import json
+    from pathlib import Path
+
+    from prunex.minicluster.cluster import STATE_FILE
+
+    state = Path(os.environ.get("PRUNEX_MINICLUSTER_DIR", ".prunex-cluster")) / STATE_FILE
+    try:
+        bw = json.loads(state.read_text()).get("inter_bw")
+    except (OSError, ValueError):
+        bw = None
+    return f"tc {bw}" if bw else "tc rate unknown"
+
+
+def _write(table: list[tuple[str, float, float]], path: str, how: str) -> None:
+    import pandas as pd
+
+    ddp_b, ddp_s = table[0][1], table[0][2]
+    df = pd.DataFrame(
+        [
+            {
+                "row": name,
+                "bytes_per_node_link": b,
+                "inter_s": sec,
+                "bytes_x_less_than_ddp": ddp_b / b,
+                "time_x_less_than_ddp": ddp_s / sec,
+                "how": how,
+            }
+            for name, b, sec in table
+        ]
+    )
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    df.to_csv(path, index=False)
+    print(f"wrote {path}")
 
 
 def _print(table: list[tuple[str, float, float]]) -> None:
