@@ -230,19 +230,32 @@ main_job() {
       err "--figures-only takes only --results and --out (it trains nothing)"
       return 2
     fi
+    # with no --results and no --out: the committed reference figures, figures/ from saved-logs/local
+    # and, once the regime profile's logs are committed, figures/regime/ from saved-logs/regime
+    local also_regime=0 fig_rc=0
+    [ -z "$results$out" ] && [ -d "$ROOT/saved-logs/regime" ] && also_regime=1
     results=${results:-saved-logs/local}
     if [ -z "$out" ]; then
       # the committed reference figures are drawn from the committed logs only; a user's own
       # results get their figures beside them
       if [ "$(cd "$results" 2>/dev/null && pwd -P)" = "$(cd "$ROOT/saved-logs/local" && pwd -P)" ]; then
         out=figures
+      elif [ -d "$ROOT/saved-logs/regime" ] &&
+        [ "$(cd "$results" 2>/dev/null && pwd -P)" = "$(cd "$ROOT/saved-logs/regime" && pwd -P)" ]; then
+        out=figures/regime
       else
         out="$results/figures"
       fi
     fi
     say "figures only: from $results into $out (no training)"
-    "$PY" -m analysis.all --results "$results" --out "$out"
-    return
+    "$PY" -m analysis.all --results "$results" --out "$out" || fig_rc=$?
+    if [ $also_regime = 1 ]; then
+      say "figures only: from saved-logs/regime into figures/regime (no training)"
+      local regime_rc=0
+      "$PY" -m analysis.all --results saved-logs/regime --out figures/regime || regime_rc=$?
+      [ $fig_rc != 0 ] || fig_rc=$regime_rc
+    fi
+    return $fig_rc
   fi
   [ -n "$out" ] && { err "--out goes with --figures-only; the main job draws into RESULTS/figures"; return 2; }
 

@@ -16,6 +16,12 @@ all (no steps, or DONE without steps.parquet) is *incomplete*: it is left out of
 with its path, and the report's verdicts on its experiment say "incomplete logs" rather than
 changing silently (`analysis.report`).
 
+Regime-matched profiles (the `regime` profile: the inter-node link rate chosen so that DDP's
+communication share of an iteration matches the paper's, sec. 5.3.2) leave `RESULTS/regime.json`,
+and their runs' meta.json may carry the same object under "regime" (`read_regime`); every figure's
+caption then adds one line saying so (`regime_caption`). Repeats of a run (runs of one experiment
+whose configurations differ only in `seed`) are found by `repeat_key`.
+
 `check_results` is what the command lines run first: a missing or empty results directory, or a
 run whose config.json/meta.json is damaged, is one line (`InputError`) before anything is written.
 """
@@ -39,6 +45,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis import style  # selects the Agg backend before any figure exists
+from prunex.config import OPERATIONAL, WHO_ASKED
 from prunex.log import (
     COMM_COLUMNS,
     DONE,
@@ -178,6 +185,17 @@ class Run:
     @property
     def profile(self) -> str:
         return str(self.config.get("profile", "unknown"))
+
+    @property
+    def seed(self) -> int | None:
+        seed = self.config.get("seed")
+        return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
+
+    def repeat_key(self) -> str:
+        """The run's configuration without what only says who asked, how it was operated and its seed:
+        runs with the same key are repeats of one measurement (they differ only in `seed`)."""
+        skip = {*WHO_ASKED, *OPERATIONAL, "seed"}
+        return json.dumps({k: v for k, v in self.config.items() if k not in skip}, sort_keys=True, default=str)
 
     @property
     def admm(self) -> dict[str, Any]:
@@ -372,12 +390,17 @@ def runs_with(exp: Experiment, table: str, notes: list[str], what: str = "") -> 
 
 def check_results(results: Path, experiments: Iterable[str]) -> int:
     """Refuse (InputError, one line) a results directory that cannot be drawn from: missing, holding
-    no run of `experiments`, or holding a run whose config.json or meta.json is damaged. Returns the
-    number of runs found. Reads only the json files, so it is quick."""
+    no run of `experiments`, or holding a damaged regime.json or a run whose config.json or meta.json is
+    damaged. Returns the number of runs found. Reads only the json files, so it is quick."""
     results = Path(results)
     fix = "train with ./run_all.sh, or point --results at saved logs such as saved-logs/local"
     if not results.is_dir():
         raise InputError(f"results directory {results} does not exist; {fix}")
+    if (results / REGIME_FILE).exists():
+        try:
+            read_regime(results)
+        except LogError as e:
+            raise InputError(f"{e}; the regime profile writes it before training: restore it") from None
     found = 0
     for name in experiments:
         for config in sorted((results / name).glob("*/config.json")):
@@ -404,6 +427,51 @@ def shared_runs(results: Path, experiments: Iterable[str]) -> dict[Path, list[tu
             if entry.is_symlink() and entry.is_dir():
                 users.setdefault(entry.resolve(), []).append((name, entry.name))
     return users
+
+
+# -- regime-matched profiles -------------------------------------------------------------------------
+REGIME_FILE = "regime.json"
+
+
+def read_regime(results: Path, runs: Iterable[Run] = ()) -> dict[str, Any] | None:
+    """The regime a profile was matched to: `RESULTS/regime.json`, else the "regime" object of the
+    first of `runs` whose meta.json has one, else None (the profile is not regime-matched)."""
+    path = Path(results) / REGIME_FILE
+    if path.exists():
+        return _read_json(path)
+    for run in runs:
+        regime = run.meta.get("regime")
+        if isinstance(regime, dict):
+            return regime
+    return None
+
+
+def _num(regime: dict[str, Any], key: str) -> float:
+    try:
+        return float(regime[key])
+    except (KeyError, TypeError, ValueError):
+        return math.nan
+
+
+def regime_caption(regime: dict[str, Any] | None) -> str:
+    """The caption line of a regime-matched profile ("" when not regime-matched)."""
+    if not regime:
+        return ""
+    status = str(regime.get("paper_compute_status") or "")
+    status = f", {status}" if status and status != "paper" else ""
+    probe = regime.get("probe") if isinstance(regime.get("probe"), dict) else {}
+    comm, compute = _num(regime, "paper_ddp_comm_s"), _num(regime, "paper_compute_s")
+    where = regime.get("oversubscription") or "oversubscription unknown"
+    return (
+        f"regime: DDP comm share target {fmt_pct(_num(regime, 'target_share'))} (paper: {comm:.2f} s comm / "
+        f"{compute:.2f} s V100 compute{status}), probe compute {fmt(_num(probe, 'compute_s'))} s/iteration, "
+        f"inter-node link {fmt(_num(regime, 'bandwidth_mbit'))} Mbit/s (tc), {where}"
+    )
+
+
+def fmt_pct(share: float) -> str:
+    """A fraction as a whole percentage ("60%"), "n/a" when unknown."""
+    return "n/a" if share != share else f"{100 * share:.0f}%"
 
 
 # -- captions -------------------------------------------------------------------------------------
@@ -495,7 +563,9 @@ def _save(fig: Figure, out: Path, name: str) -> tuple[Path, Path]:
     return png, pdf
 
 
-def placeholder(spec: FigureSpec, out: Path, message: str, notes: list[str]) -> FigureResult:
+def placeholder(
+    spec: FigureSpec, out: Path, message: str, notes: list[str], regime: dict[str, Any] | None = None
+) -> FigureResult:
     """A figure saying what is missing, and a csv with the header only."""
     style.apply_theme()
     fig, ax = plt.subplots(figsize=(7, 2.6))
@@ -511,7 +581,7 @@ def placeholder(spec: FigureSpec, out: Path, message: str, notes: list[str]) -> 
         color="#b00000",
         transform=ax.transAxes,
     )
-    add_caption(fig, [f"Note: {n}" for n in notes if n != message])
+    add_caption(fig, [regime_caption(regime)] + [f"Note: {n}" for n in notes if n != message])
     png, pdf = _save(fig, out, spec.name)
     csv = out / f"{spec.name}.csv"
     pd.DataFrame(columns=spec.columns).to_csv(csv, index=False)
@@ -522,9 +592,10 @@ def render(spec: FigureSpec, results: Path, out: Path) -> FigureResult:
     """Load the experiment, compute, draw, caption and save png, pdf and csv of `spec`."""
     results, out = Path(results), Path(out)
     exp = load_experiment(results, spec.experiment)
+    regime = read_regime(results, exp.runs)
     if not exp.runs:
         what = "only incomplete runs" if exp.incomplete else "no logs"
-        return placeholder(spec, out, f"{what} for {spec.experiment} under {results}", exp.notes)
+        return placeholder(spec, out, f"{what} for {spec.experiment} under {results}", exp.notes, regime)
     data, notes = spec.compute(exp)
     missing = [m for m in spec.methods if m not in {r.method for r in exp.runs}]
     if missing:
@@ -532,7 +603,7 @@ def render(spec: FigureSpec, results: Path, out: Path) -> FigureResult:
     notes = exp.notes + notes
     if data.empty:
         msg = f"the logs of {spec.experiment} under {results} hold no data for this figure"
-        return placeholder(spec, out, msg, notes)
+        return placeholder(spec, out, msg, notes, regime)
     data = data[spec.columns].reset_index(drop=True)
     style.apply_theme()
     fig = spec.draw(data, exp)
@@ -540,6 +611,7 @@ def render(spec: FigureSpec, results: Path, out: Path) -> FigureResult:
     lines = [f"Runs: {describe_runs(used or exp.runs)}"]
     if spec.caption_extra:
         lines.append(spec.caption_extra)
+    lines.append(regime_caption(regime))
     lines += [f"Note: {n}" for n in notes]
     add_caption(fig, lines)
     png, pdf = _save(fig, out, spec.name)

@@ -12,12 +12,21 @@ with a one-line reading). Verdicts:
 - `reproduced` / `not reproduced`: the measured value is within / outside the claim's tolerance,
   or, where the value is not comparable across set-ups (minutes on other hardware), the paper's
   qualitative ordering holds / does not hold in the logs (the `compared` column says which);
+- `not decidable here`: the logs hold repeats of the measurement (seeds) and they fall on both sides
+  of the claim's boundary (some reproduced, some not); the spread is given (`analysis.verdicts`);
 - `not measurable in this profile`: the logs exist but cannot measure the claim (e.g. a 64-GPU
   speedup from a 4-process run, ResNet-152 accuracy from a ResNet-20 run);
 - `incomplete logs`: a run of the claim's experiment has no logged iteration (no steps, or DONE
   without steps.parquet); the verdict is withheld rather than computed from the other runs alone,
   and REPORT.md lists the incomplete runs with their paths;
 - `no logs`: the experiment directory has no runs; `error`: a log file is corrupt (exit code 1).
+
+Every tolerance is given with its reason (`tolerance_reason`, `analysis.claims`).
+
+Regime: a section (and `OUT/regime.csv`) sets DDP's measured communication share of an iteration
+(wait-free communication per step over the iteration time) beside the target of a regime-matched
+profile's `regime.json` (the paper's share, sec. 5.3.2), `within` or `outside` +-25%; without
+regime.json it says the profile is not regime-matched and shows the measured share anyway.
 
 Model projections: when `RESULTS/perfmodel/projection_*.csv` tables (`python -m prunex.perfmodel
 project`) cover the paper's 8 -> 64 GPU series, REPORT.md gets a separate section (and
@@ -42,18 +51,22 @@ from analysis.verdicts import (
     ERROR,
     INCOMPLETE,
     NO_LOGS,
+    NOT_DECIDABLE,
     NOT_MEASURABLE,
     NOT_REPRODUCED,
     PROJECTION_AGREES,
     PROJECTION_DISAGREES,
+    REGIME_TOLERANCE,
     REPRODUCED,
     claims_table,
     projection_table,
+    regime_table,
 )
 
 __all__ = [  # the verdicts and tables callers read through the report
     "ERROR",
     "INCOMPLETE",
+    "NOT_DECIDABLE",
     "NO_LOGS",
     "NOT_MEASURABLE",
     "NOT_REPRODUCED",
@@ -185,6 +198,59 @@ def figure_section(logs: Logs, out: Path) -> tuple[list[str], bool]:
     return lines, error
 
 
+def _pct(x: object) -> str:
+    return f"{100 * x:.1f}%" if isinstance(x, float) and x == x else "n/a"
+
+
+def regime_section(logs: Logs, out: Path) -> list[str]:
+    """REPORT.md's "Regime" section; writes OUT/regime.csv (one row)."""
+    try:
+        table = regime_table(logs)
+    except LogError as e:
+        return ["", "## Regime", "", f"error: {e}", ""]
+    table.to_csv(out / "regime.csv", index=False)
+    r = table.iloc[0].to_dict()
+    share = _pct(r["measured_share"])
+    if r["repeats"] > 1:
+        share += f" (median of {r['repeats']} DDP runs, {_pct(r['measured_min'])}-{_pct(r['measured_max'])})"
+    where = r["measured_on"] or "no DDP run with steps and comm tables in time_to_accuracy or latency"
+    measured = (
+        f"DDP's measured communication share of an iteration: **{share}** (wait-free communication per step / "
+        f"iteration time, medians over steps >= 1, from {where}); with the waits inside collectives counted as "
+        f"communication (steps.parquet comm_s, mean over ranks) it would be {_pct(r['share_with_wait'])}."
+    )
+    lines = ["", "## Regime", ""]
+    if not r["regime_matched"]:
+        return lines + [
+            f"These logs are **not regime-matched**: `{logs.results}` has no `regime.json` and no run's meta.json "
+            "carries a regime, so nothing set the link rate to give DDP the paper's communication share. " + measured,
+        ]
+    probe = f"{_num(r['probe_compute_s'])} s per iteration"
+    if r["probe_iterations"] != "":
+        probe += f" (over {r['probe_iterations']} iterations)"
+    status = f", {r['paper_compute_status']}" if r["paper_compute_status"] else ""
+    lines += [
+        "| | |",
+        "|---|---|",
+        f"| target DDP communication share | {_pct(r['target_share'])} |",
+        f"| derivation | {_cell(r['derivation'])} (paper: {_num(r['paper_ddp_comm_s'])} s DDP communication, "
+        f"{_num(r['paper_compute_s'])} s compute{status}) |",
+        f"| probe compute time | {probe} |",
+        f"| chosen inter-node bandwidth | {_num(r['bandwidth_mbit'])} Mbit/s (tc rate {r['tc_rate'] or 'n/a'}) |",
+        f"| oversubscription | {_cell(r['oversubscription'])}"
+        + (f"; {_cell(r['binding'])}" if r["binding"] else "")
+        + " |",
+        f"| DDP's measured share | {share} |",
+        f"| verdict (+-{100 * REGIME_TOLERANCE:g}% relative) | **{r['verdict']}** |",
+        "",
+        measured,
+        "",
+        f"The measured share is **{r['verdict']}** +-{100 * REGIME_TOLERANCE:g}% of the target "
+        f"{_pct(r['target_share'])}: the tolerance is {r['tolerance_reason']}. Also in `regime.csv`.",
+    ]
+    return lines
+
+
 def projection_section(results: Path, out: Path) -> list[str]:
     """REPORT.md lines for the model projections of Fig. 9 (none when there is no projection table)."""
     table = projection_table(results)
@@ -235,7 +301,9 @@ def write_report(results: Path, out: Path) -> tuple[pd.DataFrame, bool]:
         "Verdicts: **reproduced** / **not reproduced**: the measured value is within / outside the stated "
         "tolerance, or, where `compared` says *ordering*, the paper's qualitative ordering holds / fails (times in "
         "minutes and accuracies are not comparable across hardware, datasets and models, so only the ordering of "
-        "the methods is compared); **not measurable in this profile**: the logs exist but cannot measure the claim "
+        "the methods is compared); **not decidable here**: the logs hold repeats of the measurement (seeds) that "
+        "fall on both sides of the boundary (their spread is given); **not measurable in this profile**: the logs "
+        "exist but cannot measure the claim "
         "(e.g. a 64-GPU speedup from a 4-process run); **incomplete logs**: a run of the experiment has no logged "
         "iteration (listed below), so the verdict is withheld; **no logs**: the experiment has no runs under the "
         "results directory.",
@@ -243,7 +311,7 @@ def write_report(results: Path, out: Path) -> tuple[pd.DataFrame, bool]:
         "Summary: "
         + ", ".join(
             f"{counts.get(v, 0)} {v}"
-            for v in (REPRODUCED, NOT_REPRODUCED, NOT_MEASURABLE, INCOMPLETE, NO_LOGS, ERROR)
+            for v in (REPRODUCED, NOT_REPRODUCED, NOT_DECIDABLE, NOT_MEASURABLE, INCOMPLETE, NO_LOGS, ERROR)
             if counts.get(v, 0)
         ),
         "",
@@ -255,6 +323,8 @@ def write_report(results: Path, out: Path) -> tuple[pd.DataFrame, bool]:
         *incomplete_section(logs),
         "## Claims",
         "",
+        "Measured: the value, or with repeats (seeds) their median (min-max, n). Tolerance: the band and why.",
+        "",
         *_table_head("claim", "paper", "measured", "ratio", "tolerance", "verdict", "compared", "how / why"),
     ]
     for r in table.to_dict("records"):
@@ -262,10 +332,15 @@ def write_report(results: Path, out: Path) -> tuple[pd.DataFrame, bool]:
         paper = f"{_num(r['paper_value'])}{unit}" if r["paper_value"] == r["paper_value"] else "qualitative"
         meas = _num(r["measured_value"]) if r["measured_value"] == r["measured_value"] else ""
         meas += unit if meas not in ("", "never") else ""
+        if isinstance(r["repeats"], int) and r["repeats"] > 1:
+            spread = f"{_num(r['measured_min'])}-{_num(r['measured_max'])}, " if meas else ""
+            meas = f"{meas} ({spread}n={r['repeats']})".strip()
+        tol = f"{r['tolerance']} ({_cell(r['tolerance_reason'])})"
         md.append(
             f"| `{r['claim_id']}`: {_cell(r['claim'])} ({r['source']}) | {paper} | {meas} | {_num(r['ratio'])} | "
-            f"{r['tolerance']} | **{r['verdict']}** | {r['compared']} | {_cell(r['detail'])} |"
+            f"{tol} | **{r['verdict']}** | {r['compared']} | {_cell(r['detail'])} |"
         )
+    md += regime_section(logs, out)
     md += projection_section(results, out)
     md += ["", "## Where the paper contradicts itself", ""]
     for k in CONTRADICTIONS:

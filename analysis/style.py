@@ -28,13 +28,15 @@ MODEL_ORDER = ["resnet18", "wide_resnet50_2", "resnet152", "resnet20"]
 # Fig. 12 draws one line per model (all H-SADMM): colours distinct from the method colours.
 MODEL_COLORS = {"resnet18": "#6a3d9a", "wide_resnet50_2": "#ff7f00", "resnet152": "#1b9e77", "resnet20": "#636363"}
 EXTRA_MODEL_COLORS = ["#a6761d", "#e7298a", "#66a61e", "#386cb0"]
-# Fig. 8 categories, in the paper's colours (cyan, purple, orange); "other" is ours.
+# Fig. 8 categories, in the paper's colours (cyan, purple, orange); "other" and "wait" are ours.
 CATEGORY_COLORS = {
     "Inter-node AllReduce": "#17becf",
     "Intra-node AllReduce": "#9467bd",
     "Broadcast": "#ff7f0e",
     "Other (mask sync, residual AllReduce)": "#b0b0b0",
+    "Wait for other ranks": "#f2d7d5",  # pale red, hatched in the figure: time not spent transferring
 }
+WAIT_HATCH = "//"
 FALLBACK_COLOR = "#7f7f7f"
 FC_LAYER_COLOR = "#1f77b4"  # Fig. 11: the fully connected layer in blue, as in the paper
 TARGET_COLOR = "#444444"

@@ -7,25 +7,42 @@ profile, hardware, topology and link model of the runs it was measured on, and t
 (`analysis.report`'s docstring says what each verdict means). `projection_table` sets the
 performance model's projections of Fig. 9 beside the paper's numbers, with verdicts that say they
 are a model's, never a measurement's.
+
+Repeats: where the claim's experiment holds repeats of a measurement (runs differing only in `seed`,
+`Logs.repeat_views`), the claim is measured and judged once per repeat. claims.csv gives the median
+of the repeats' values with their spread (`measured_min`, `measured_max`, `repeats`); the verdict is
+theirs when they agree, and `not decidable here` when repeats fall on both sides of the claim's
+boundary (some reproduced, some not). Repeats that cannot be judged (not measurable) are named in
+the detail and left out of that decision. The paper gives one value per claim, no spread; the median
+is our choice of the value to show, not part of the verdict.
+
+`regime_table` is the regime check (`regime.csv`, REPORT.md's "Regime" section): the share of DDP's
+iteration spent communicating (wait-free, `analysis.measurements.ddp_shares`) against the target
+of a regime-matched profile's `regime.json`, `within` or `outside` +-25% (relative), or not decidable
+when DDP runs (repeats) fall on both sides.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from analysis import measurements as measure
 from analysis.claims import CLAIMS, Claim
-from analysis.common import LogError, Run
-from analysis.measurements import Logs
+from analysis.common import LogError, Run, read_regime
+from analysis.measurements import EXPERIMENTS, Logs
 from analysis.scaling import read_projections
 
 REPRODUCED, NOT_REPRODUCED = "reproduced", "not reproduced"
 NOT_MEASURABLE, NO_LOGS, ERROR = "not measurable in this profile", "no logs", "error"
 INCOMPLETE = "incomplete logs"
+NOT_DECIDABLE = "not decidable here"
+DECISIVE = (REPRODUCED, NOT_REPRODUCED)
 CSV_COLUMNS = [
     "claim_id",
     "source",
@@ -33,8 +50,12 @@ CSV_COLUMNS = [
     "paper_value",
     "unit",
     "measured_value",
+    "measured_min",
+    "measured_max",
+    "repeats",
     "ratio",
     "tolerance",
+    "tolerance_reason",
     "verdict",
     "compared",
     "detail",
@@ -109,6 +130,58 @@ def _context(runs: list[Run]) -> dict[str, str]:
 
 
 def judge(c: Claim, logs: Logs) -> dict[str, object]:
+    """The claim's claims.csv row: judged once, or once per repeat (module docstring)."""
+    try:
+        views = logs.repeat_views(c.experiment) if c.experiment else []
+    except LogError:
+        views = []
+    if len(views) < 2:
+        return judge_once(c, logs)
+    per_repeat = [(seed, judge_once(c, view)) for seed, view in views]
+    decisive = [(seed, r) for seed, r in per_repeat if r["verdict"] in DECISIVE]
+    if not decisive:
+        row = judge_once(c, logs)
+        row["detail"] = "; ".join(
+            x for x in (str(row["detail"]), f"{len(views)} repeats (seeds), none measurable on its own") if x
+        )
+        return row
+    return combine_repeats(c, decisive, [seed for seed, r in per_repeat if r["verdict"] not in DECISIVE])
+
+
+def combine_repeats(c: Claim, decisive: list[tuple[int, dict[str, object]]], undecided: list[int]) -> dict[str, object]:
+    """One row from the rows of the repeats (seed, row) judged reproduced or not reproduced."""
+    rows = [r for _, r in decisive]
+    row = dict(rows[0])
+    verdicts = {r["verdict"] for r in rows}
+    row["verdict"] = verdicts.pop() if len(verdicts) == 1 else NOT_DECIDABLE
+    values = [float(r["measured_value"]) for r in rows if r["measured_value"] == r["measured_value"]]
+    row["repeats"] = len(rows)
+    if values:
+        mid = statistics.median(values)
+        row["measured_value"], row["measured_min"], row["measured_max"] = mid, min(values), max(values)
+        row["ratio"] = mid / c.paper_value if c.paper_value and math.isfinite(c.paper_value) else np.nan
+    for key in ("profile", "hardware", "topology", "link_model"):
+        row[key] = "; ".join(dict.fromkeys(str(r[key]) for r in rows))
+    row["runs"] = " ".join(dict.fromkeys(x for r in rows for x in str(r["runs"]).split()))
+    each = ", ".join(f"seed {seed}: {_repeat_value(r)}{r['verdict']}" for seed, r in decisive)
+    spread = f"spread {min(values):.4g}-{max(values):.4g}, n={len(values)}; " if values else ""
+    head = f"{len(rows)} repeats ({spread}{each})"
+    if row["verdict"] == NOT_DECIDABLE:
+        head += ": they fall on both sides of the boundary"
+    if undecided:
+        head += f"; seed(s) {', '.join(map(str, undecided))} not measurable on their own, left out"
+    first = f"seed {decisive[0][0]}: {rows[0]['detail']}" if rows[0]["detail"] else ""
+    row["detail"] = "; ".join(x for x in (head, first) if x)
+    return row
+
+
+def _repeat_value(r: dict[str, Any]) -> str:
+    v = r["measured_value"]
+    return f"{v:.4g} " if isinstance(v, float) and v == v else ""
+
+
+def judge_once(c: Claim, logs: Logs) -> dict[str, object]:
+    """The claim judged on the logs as they are (one measurement)."""
     row: dict[str, object] = {
         "claim_id": c.id,
         "source": c.source,
@@ -116,8 +189,12 @@ def judge(c: Claim, logs: Logs) -> dict[str, object]:
         "unit": c.unit,
         "paper_value": c.paper_value,
         "measured_value": np.nan,
+        "measured_min": np.nan,
+        "measured_max": np.nan,
+        "repeats": "",
         "ratio": np.nan,
         "tolerance": tolerance_text(c),
+        "tolerance_reason": c.tolerance_reason,
         "compared": "-",
         "detail": "",
     }
@@ -171,7 +248,11 @@ def judge(c: Claim, logs: Logs) -> dict[str, object]:
 
 
 def claims_table(logs: Logs) -> pd.DataFrame:
-    return pd.DataFrame([judge(c, logs) for c in CLAIMS], columns=CSV_COLUMNS)
+    rows = [judge(c, logs) for c in CLAIMS]
+    for r in rows:
+        if r["repeats"] == "" and r["verdict"] in DECISIVE:
+            r["repeats"] = 1
+    return pd.DataFrame(rows, columns=CSV_COLUMNS)
 
 
 PROJECTION_AGREES = "model agrees (projection, not a measurement)"
@@ -223,3 +304,91 @@ def projection_table(results: Path) -> pd.DataFrame:
                     }
                 )
     return pd.DataFrame(rows, columns=PROJECTION_COLUMNS)
+
+
+# -- the regime check ---------------------------------------------------------------------------------
+WITHIN, OUTSIDE = "within", "outside"
+REGIME_TOLERANCE = 0.25
+REGIME_TOLERANCE_REASON = (
+    "the factor claims' band: the target rests on the paper's approximate 0.50 s DDP latency (read off "
+    "Fig. 7) and an estimated V100 compute time, neither known more closely"
+)
+NOT_REGIME_MATCHED = "not regime-matched"
+REGIME_COLUMNS = [
+    "regime_matched",
+    "target_share",
+    "derivation",
+    "paper_ddp_comm_s",
+    "paper_compute_s",
+    "paper_compute_status",
+    "probe_compute_s",
+    "probe_iterations",
+    "bandwidth_mbit",
+    "tc_rate",
+    "oversubscription",
+    "binding",
+    "measured_share",
+    "measured_min",
+    "measured_max",
+    "repeats",
+    "share_with_wait",
+    "measured_on",
+    "tolerance",
+    "tolerance_reason",
+    "verdict",
+]
+
+
+def regime_verdict(target: float, shares: list[float], tolerance: float = REGIME_TOLERANCE) -> str:
+    """`within` / `outside` +-tolerance (relative) of the target, `not decidable here` when the shares fall
+    on both sides, `not regime-matched` without a target (no regime.json, or one without target_share),
+    `no logs` without a share."""
+    if not target or target != target:
+        return NOT_REGIME_MATCHED
+    if not shares:
+        return NO_LOGS
+    inside = {abs(s / target - 1) <= tolerance + 1e-12 for s in shares}
+    if len(inside) == 2:
+        return NOT_DECIDABLE
+    return WITHIN if inside.pop() else OUTSIDE
+
+
+def _float(d: dict[str, Any], key: str) -> float:
+    try:
+        return float(d[key])
+    except (KeyError, TypeError, ValueError):
+        return math.nan
+
+
+def regime_table(logs: Logs) -> pd.DataFrame:
+    """One row: the regime a profile was matched to (if any) and DDP's measured communication share."""
+    runs = [r for name in EXPERIMENTS for r in logs.exp(name).runs]
+    regime = read_regime(logs.results, runs) or {}
+    probe = regime.get("probe") if isinstance(regime.get("probe"), dict) else {}
+    shares = measure.ddp_shares(logs)
+    values = [s.share for s in shares if s.share == s.share]
+    target = _float(regime, "target_share")
+    row: dict[str, object] = {
+        "regime_matched": bool(regime),
+        "target_share": target,
+        "derivation": str(regime.get("derivation", "")),
+        "paper_ddp_comm_s": _float(regime, "paper_ddp_comm_s"),
+        "paper_compute_s": _float(regime, "paper_compute_s"),
+        "paper_compute_status": str(regime.get("paper_compute_status", "")),
+        "probe_compute_s": _float(probe, "compute_s"),
+        "probe_iterations": probe.get("iterations", ""),
+        "bandwidth_mbit": _float(regime, "bandwidth_mbit"),
+        "tc_rate": str(regime.get("tc_rate", "")),
+        "oversubscription": str(regime.get("oversubscription", "")),
+        "binding": str(regime.get("binding", "")),
+        "measured_share": statistics.median(values) if values else math.nan,
+        "measured_min": min(values) if values else math.nan,
+        "measured_max": max(values) if values else math.nan,
+        "repeats": len(values),
+        "share_with_wait": statistics.median([s.share_with_wait for s in shares]) if shares else math.nan,
+        "measured_on": " ".join(f"{s.experiment}/{s.run.run_id}" for s in shares),
+        "tolerance": f"+-{100 * REGIME_TOLERANCE:g}%",
+        "tolerance_reason": REGIME_TOLERANCE_REASON,
+        "verdict": regime_verdict(target, values),
+    }
+    return pd.DataFrame([row], columns=REGIME_COLUMNS)
