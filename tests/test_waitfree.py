@@ -243,3 +243,67 @@ def test_a_damaged_regime_file_is_refused_in_one_line(tmp_path: Path) -> None:
     (tmp_path / "regime.json").write_text("{not json")
     with pytest.raises(InputError, match="regime.json"):
         check_results(tmp_path, ["latency"])
+
+
+def test_report_sections_of_the_model_validation_and_the_exchange_bench(tmp_path: Path) -> None:
+    """The report quotes the perf model's iteration-time validation and the issue-18 exchange rows when their
+    tables lie under RESULTS (written by run_all.sh and prunex.bench.exchange --out)."""
+    from analysis.report import exchange_section, model_validation_section
+
+    results, out = tmp_path / "r", tmp_path / "o"
+    (results / "perfmodel").mkdir(parents=True)
+    (results / "bench").mkdir()
+    out.mkdir()
+    assert model_validation_section(results, out) == [] and exchange_section(results, out) == []
+    pd.DataFrame(
+        [
+            {
+                "run_id": "ddp-resnet20-2x1",
+                "predicted_compute_s": 0.1,
+                "predicted_exposed_comm_s": 0.3,
+                "predicted_iter_s": 0.4,
+                "measured_iter_s": 0.42,
+                "err_pct": -4.8,
+                "compute_source": "run ddp-1x1",
+            },
+            {
+                "run_id": "topk-resnet20-2x1",
+                "predicted_compute_s": 0.1,
+                "predicted_exposed_comm_s": 0.01,
+                "predicted_iter_s": 0.11,
+                "measured_iter_s": 0.2,
+                "err_pct": -45.0,
+                "compute_source": "run topk-1x1",
+            },
+        ]
+    ).to_csv(results / "perfmodel" / "iteration_validation.csv", index=False)
+    text = "\n".join(model_validation_section(results, out))
+    assert "**1 of 2 within 15%**" in text and "-45.0%" in text
+    how = "measured on the mini Slurm cluster"
+    rows = [
+        ("DDP step (fp32 gradients)", 1.6e6, 0.5),
+        ("PruneX, paper (leader, fp32)", 0.6e6, 0.2),
+        ("all together", 0.3e6, 0.09),
+        ("+ --wire-dtype bf16", 0.3e6, 0.0625),
+    ]
+    pd.DataFrame(
+        [
+            {
+                "row": n,
+                "bytes_per_node_link": b,
+                "inter_s": t,
+                "bytes_x_less_than_ddp": 1.6e6 / b,
+                "time_x_less_than_ddp": 0.5 / t,
+                "how": how,
+            }
+            for n, b, t in rows
+        ]
+    ).to_csv(results / "bench" / "exchange.csv", index=False)
+    lines = exchange_section(results, out)
+    verdicts = {ln.split(" | ")[0].strip("| "): ln.split("**")[-2] for ln in lines if ln.count("**") == 2}
+    assert verdicts == {  # 2.5x, 5.56x, 8x against 5x +-25% (3.75x-6.25x)
+        "PruneX, paper (leader, fp32)": "not reproduced",
+        "all together": "reproduced",
+        "+ --wire-dtype bf16": "exceeded",
+    }
+    assert (out / "exchange.csv").exists() and (out / "model_validation.csv").exists()
