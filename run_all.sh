@@ -154,7 +154,8 @@ jobs (--detach: leaves Slurm jobs running).
 --submit-driver sends this driver itself to Slurm as a one-core job (for login nodes that end long
 processes); its log is RESULTS/driver-JOBID.out.
 --figures-only draws the figures from saved logs without training: by default the committed
-figures/ from saved-logs/local; with --results DIR into DIR/figures (or --out DIR).
+figures/ from saved-logs/local and figures/regime/ from saved-logs/regime; with --results DIR into
+DIR/figures (or --out DIR).
 Environment: PRUNEX_PYTHON=/path/to/python names the Python to use; PRUNEX_SITE, PRUNEX_SLURM_*.
 TXT
 }
