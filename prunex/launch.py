@@ -416,14 +416,20 @@ def wait(job: submitit.Job, config: RunConfig, run_dir: Path, stopped_after: lis
 FAILED_RANK_GRACE_S = 15.0
 
 
-def failed_ranks(job: submitit.Job, tasks: int, outcomes: dict[int, str]) -> list[int]:
+def failed_ranks(job: submitit.Job, tasks: int, outcomes: dict[int, str], newer_than: float = 0.0) -> list[int]:
     """Tasks of a running multi-task job whose result file records an exception. `outcomes` (rank ->
-    "success" or "error") remembers the result files already read, so each is read once."""
+    "success" or "error") remembers the result files already read, so each is read once; files last
+    written at or before `newer_than` (epoch seconds) are an earlier attempt's and are skipped."""
     from submitit.core.utils import pickle_load
 
     for r in range(tasks):
         path = job.task(r).paths.result_pickle
         if r in outcomes or not path.exists():
+            continue
+        try:
+            if path.stat().st_mtime <= newer_than:
+                continue
+        except OSError:
             continue
         try:
             outcomes[r] = pickle_load(path)[0]
@@ -495,6 +501,9 @@ def wait_all(
     failed_since: dict[int, float] = {}  # id(entry) -> when a failed rank was first seen
     outcomes: dict[int, dict[int, str]] = {id(e): {} for e in pending}  # id(entry) -> result files read
     stopped: dict[int, list[int]] = {}  # id(entry) -> the failed ranks after which the job was ended
+    not_running_at: dict[int, float] = {}  # id(entry) -> when its current Slurm attempt was first seen running
+    was_requeued: dict[int, bool] = {}  # id(entry) -> Slurm said it was not running at the last look, after it ran
+    seen_running: set[int] = set()  # id(entry) of the Slurm jobs seen running
     try:
         while pending:
             slurm_pending = any(e.record.executor == "slurm" for e in pending)
@@ -517,7 +526,19 @@ def wait_all(
                     for line in tails[id(e)].lines():
                         print(line, flush=True)
                 if not done:
-                    _stop_after_failed_rank(e, outcomes[id(e)], failed_since, stopped)
+                    if e.record.executor == "slurm" and states is not None:
+                        running = states.get(e.record.job_id) == "RUNNING"
+                        if id(e) in seen_running and (not running or was_requeued.pop(id(e), False)):
+                            # requeued (pending again) or restarted since: result files written until now,
+                            # also by the killed attempt's last dying processes, are not this attempt's
+                            outcomes[id(e)].clear()
+                            failed_since.pop(id(e), None)
+                            not_running_at[id(e)] = time.time()
+                        if not running:
+                            was_requeued[id(e)] = id(e) in seen_running
+                            continue
+                        seen_running.add(id(e))
+                    _stop_after_failed_rank(e, outcomes[id(e)], failed_since, stopped, not_running_at.get(id(e), 0.0))
                     continue
                 pending.remove(e)
                 if e.record.executor == "slurm" and not isinstance(e.job, submitit.DebugJob):
@@ -544,12 +565,17 @@ def wait_all(
 
 
 def _stop_after_failed_rank(
-    e: Submitted, outcomes: dict[int, str], failed_since: dict[int, float], stopped: dict[int, list[int]]
+    e: Submitted,
+    outcomes: dict[int, str],
+    failed_since: dict[int, float],
+    stopped: dict[int, list[int]],
+    newer_than: float = 0.0,
 ) -> None:
-    """End a job one of whose ranks failed `FAILED_RANK_GRACE_S` ago while others still run."""
+    """End a job one of whose ranks failed `FAILED_RANK_GRACE_S` ago while others still run (result files
+    from before `newer_than`, a requeued job's killed attempt, do not count)."""
     if e.record.executor not in ("local", "slurm") or id(e) in stopped or e.record.tasks <= 1:
         return
-    failed = failed_ranks(e.job, e.record.tasks, outcomes)
+    failed = failed_ranks(e.job, e.record.tasks, outcomes, newer_than)
     if not failed:
         return
     first = failed_since.setdefault(id(e), time.monotonic())
