@@ -145,7 +145,9 @@ def test_submitit_allreduce_intra_vs_inter(minicluster, tmp_path, record_propert
     print(f"\nminicluster 50MB allreduce: {json.dumps(report)}")
     record_property("allreduce", json.dumps(report))
     assert inter >= floor_s * 0.95, report
-    assert inter >= 3 * intra, report
+    # the intra-node path is not shaped: well under the shaped link's floor. (A fixed ratio to the inter time
+    # failed under CI's second pytest worker: a 50 MB in-memory AllReduce took 0.145 s instead of ~0.07 s.)
+    assert intra <= floor_s / 2, report
     assert tx and all(abs(t - NBYTES) <= 0.05 * NBYTES for t in tx), report
     assert all(abs(r - NBYTES) <= 0.05 * NBYTES for r in rx), report
 
