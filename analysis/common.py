@@ -462,6 +462,8 @@ def regime_caption(regime: dict[str, Any] | None) -> str:
     probe = regime.get("probe") if isinstance(regime.get("probe"), dict) else {}
     comm, compute = _num(regime, "paper_ddp_comm_s"), _num(regime, "paper_compute_s")
     where = regime.get("oversubscription") or "oversubscription unknown"
+    if probe.get("nodes") and probe.get("procs_per_node"):  # the probed topology; strong scaling runs 1 per node
+        where = f"{probe['nodes']} x {probe['procs_per_node']} runs: {where}; 1 process per node: one core each"
     return (
         f"regime: DDP comm share target {fmt_pct(_num(regime, 'target_share'))} (paper: {comm:.2f} s comm / "
         f"{compute:.2f} s V100 compute{status}), probe compute {fmt(_num(probe, 'compute_s'))} s/iteration, "

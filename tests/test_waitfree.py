@@ -212,7 +212,8 @@ def test_regime_caption_line(tmp_path: Path) -> None:
     assert regime_caption(None) == ""
     assert regime_caption(REGIME) == (
         "regime: DDP comm share target 60% (paper: 0.50 s comm / 0.33 s V100 compute, estimate), probe compute "
-        "0.31 s/iteration, inter-node link 27.9 Mbit/s (tc), 4 processes on 2 cores (2 per core)"
+        "0.31 s/iteration, inter-node link 27.9 Mbit/s (tc), 2 x 2 runs: 4 processes on 2 cores (2 per core); "
+        "1 process per node: one core each"
     )
     run = write_run(tmp_path, "latency", "ddp", iterations=2)
     runs = load_experiment(tmp_path, "latency").runs
