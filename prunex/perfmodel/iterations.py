@@ -63,7 +63,15 @@ from typing import TYPE_CHECKING, Any
 
 from prunex.perfmodel.calibrate import CalibrationError, Cluster, compute_per_sample
 from prunex.perfmodel.formulas import Network
-from prunex.perfmodel.validate import RunData, _pct, options_of, run_costs, run_network, run_workloads
+from prunex.perfmodel.validate import (
+    RunData,
+    _pct,
+    options_of,
+    run_columns,
+    run_costs,
+    run_network,
+    run_workloads,
+)
 from prunex.perfmodel.workload import Device, Workload, model_spec
 
 if TYPE_CHECKING:
@@ -197,13 +205,7 @@ def predict_iteration(
     measured, measured_mean = float(steps["iter_s"].median()), float(steps["iter_s"].mean())
     err = _pct(predicted, measured)
     return {
-        "run_id": run.run_id,
-        "method": run.method,
-        "model": run.config["model"],
-        "nodes": run.nodes,
-        "procs_per_node": run.procs,
-        "link_model": run.link_model,
-        "network": network_desc,
+        **run_columns(run, network_desc),
         "iterations": n,
         "compute_source": compute.source,
         "compute_s_per_sample": compute.s_per_sample,

@@ -215,6 +215,19 @@ def run_network(run: RunData, fit=None, loopback: Link | None = None) -> tuple[N
     return network_from_fit(fit, intra_unused=run.procs == 1), f"sweep fit{stat}"
 
 
+def run_columns(run: RunData, network_desc: str) -> dict[str, Any]:
+    """The columns that name a run and its network in every validation table."""
+    return {
+        "run_id": run.run_id,
+        "method": run.method,
+        "model": run.config["model"],
+        "nodes": run.nodes,
+        "procs_per_node": run.procs,
+        "link_model": run.link_model,
+        "network": network_desc,
+    }
+
+
 def _pct(pred: float, meas: float) -> float:
     return 100.0 * (pred / meas - 1.0) if meas > 0 else math.nan
 
@@ -268,13 +281,7 @@ def predict_run(run: RunData, net: Network, network_desc: str = "", tolerance: f
         per_sample = math.nan
     err = _pct(predicted, measured)
     return {
-        "run_id": run.run_id,
-        "method": run.method,
-        "model": run.config["model"],
-        "nodes": run.nodes,
-        "procs_per_node": run.procs,
-        "link_model": run.link_model,
-        "network": network_desc,
+        **run_columns(run, network_desc),
         "undelayed": ",".join(f"{a}/{b}" for a, b in sorted(net.undelayed)) or "-",
         "iterations": len(its),
         "measured_comm_s": measured,
