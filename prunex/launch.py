@@ -167,6 +167,10 @@ class TrainJob(submitit.helpers.Checkpointable):
         if self.config.executor != "debug":  # one job per run: this job must be the run's recorded one
             job_owns_run(self.run_dir, submitit.JobEnvironment().job_id)
         export_job_env()
+        if self.config.executor == "debug":
+            # one process, in the driver's own process: submitit's debug environment gives every job the same
+            # port, which a previous in-process job's store (or anything else) may still hold (EADDRINUSE)
+            os.environ["MASTER_PORT"] = str(jobs.free_port())
         from prunex.train import train
 
         preemption = checkpoint.Preemption.install()
