@@ -30,6 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 if platform.machine().lower() in ("x86_64", "amd64"):
     os.environ.setdefault("ATEN_CPU_CAPABILITY", "avx2")
     os.environ.setdefault("ONEDNN_MAX_CPU_ISA", "AVX2")
+# The suite keeps both cores busy with two pytest workers and their processes: an OpenMP thread that has
+# finished its share spins for its next task (libgomp's default) on a core another process needs. Passive
+# waiting changes no result, only who gets the core (measured: the smoke profile alone used 11% less CPU).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 @pytest.fixture(scope="session")

@@ -52,7 +52,21 @@ def _config(data_root: Path, results: Path, name: str) -> RunConfig:
     )
 
 
-def test_requeued_job_resumes_to_the_same_result(minicluster, data_root: Path, tmp_path: Path) -> None:
+def _state(job_id: str) -> str:
+    res = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True)
+    return res.stdout.strip() or "GONE"
+
+
+def test_requeued_job_resumes_to_the_same_result(
+    minicluster, data_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The requeued run's rank 0 holds before iteration 1 (once iteration 0's checkpoints are complete)
+    # until Slurm has taken the attempt off the node: a short run would otherwise finish within
+    # KillWait of the requeue (seen in CI: the job completed and was never requeued).
+    hold = tmp_path / "hold"
+    hold.touch()
+    for key, value in {"AT": "1", "FILE": str(hold), "RUNS": "requeued"}.items():
+        monkeypatch.setenv(f"PRUNEX_FAULT_HOLD_{key}", value)  # the jobs inherit the environment
     results: dict[str, Path] = {}
     errors: list[BaseException] = []
 
@@ -74,6 +88,12 @@ def test_requeued_job_resumes_to_the_same_result(minicluster, data_root: Path, t
     job_id = next((run_dir / "submitit").glob("*_submission.sh")).name.split("_")[0]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([SRC] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
     subprocess.run(["scontrol", "requeue", job_id], check=True, env=env)
+    # the held attempt is ended: SIGTERM (which submitit ignores), SIGKILL after KillWait (COMPLETING), then
+    # the job waits for its next start (PENDING); released earlier, the attempt could still finish the run
+    while _state(job_id) != "PENDING":
+        assert time.monotonic() < deadline, f"Slurm did not end the requeued attempt ({_state(job_id)})"
+        time.sleep(0.2)
+    hold.unlink()  # the requeued attempt runs through
     plain = threading.Thread(target=target, args=("plain",), daemon=True)
     plain.start()  # the reference, while Slurm holds the requeued job (cred_expire + 1 s)
     for t in (requeued, plain):
