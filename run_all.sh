@@ -144,6 +144,7 @@ usage: ./run_all.sh [test [PYTEST ARGS]] [--profile smoke|local|regime|paper] [-
        ./run_all.sh --check [the options of python -m prunex.doctor]
 With no option: every experiment, then every figure and the claims report, drawn into RESULTS/figures
 (RESULTS: results/PROFILE) once every run has finished; a failed or interrupted main job draws nothing.
+The local and regime profiles also run experiments.wire_dtype (bf16 on the wire beside fp32, issue 18).
 The profile is `paper` on a real Slurm cluster and `regime` elsewhere (on a mini Slurm cluster where
 root allows): the local runs with the inter-node link rate at which DDP communicates for the share of
 an iteration it does in the paper (probed first, kept in RESULTS/regime.json; prunex/regime.py);
@@ -349,6 +350,13 @@ main_job() {
   fi
   [ $detach = 1 ] && args+=(--detach)
   run_child "$PY" -m experiments.all "${args[@]}" || rc=$?
+  if [ $rc = 0 ] && { [ "$profile" = local ] || [ "$profile" = regime ]; } && { [ -z "$only" ] || [[ wire_dtype == $only ]]; }; then
+    # bf16 on the wire beside fp32 (issue 18): not a paper result, so not in experiments.all
+    local wire_args=(--profile "$profile" --results "$results" ${cluster_args[@]+"${cluster_args[@]}"})
+    [ -n "$executor" ] && wire_args+=(--executor "$executor")
+    [ $detach = 1 ] && wire_args+=(--detach)
+    run_child "$PY" -m experiments.wire_dtype "${wire_args[@]}" || rc=$?
+  fi
   if [ $cluster_up = 1 ]; then
     "$PY" -m prunex.minicluster down --dir "$cluster_dir" >/dev/null || true
     trap - EXIT

@@ -45,7 +45,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.claims import CONTRADICTIONS
-from analysis.common import LogError, shared_runs
+from analysis.common import LogError, load_experiment, runs_with, shared_runs
 from analysis.measurements import EXPERIMENTS, PAPER_COUNTS, SPECS, Logs
 from analysis.verdicts import (
     ERROR,
@@ -342,6 +342,70 @@ def exchange_section(results: Path, out: Path) -> list[str]:
     return md
 
 
+WIRE_TARGET_PTS = 0.5  # issue 18: bf16 on the wire within 0.5 points of fp32's final test accuracy
+
+
+def wire_dtype_section(results: Path, out: Path) -> list[str]:
+    """REPORT.md lines for `experiments.wire_dtype` (not a paper result): H-SADMM's final test accuracy with
+    bf16 on the wire against fp32, per seed, and whether bf16 stays within `WIRE_TARGET_PTS` points. Each
+    seed is judged; seeds on both sides of the target give "not decidable here" (as repeats do in the
+    claims); also written to wire_dtype.csv."""
+    exp = load_experiment(results, "wire_dtype")
+    if not exp.runs:
+        return []
+    notes: list[str] = []
+    final: dict[tuple[int, str], tuple[float, float]] = {}
+    setups: set[str] = set()
+    for run, steps in runs_with(exp, "steps", notes):
+        link = run.config.get("link", {}).get("model", "?")
+        setups.add(
+            f"{run.config.get('profile', '?')} profile, {run.dataset}, {run.model}, {run.nodes} x "
+            f"{run.config.get('procs_per_node', '?')}, {run.config.get('executor', '?')} executor, {link} link model"
+        )
+        ev = steps.sort_values("iteration")
+        acc = ev["test_acc"].dropna()
+        if acc.empty:
+            notes.append(f"{run.run_id} has no evaluated iteration yet: left out")
+            continue
+        wire = str(run.config.get("admm", {}).get("wire_dtype", "fp32"))
+        final[(int(run.config.get("seed", 0)), wire)] = (100 * float(acc.iloc[-1]), float(ev["train_loss"].iloc[-1]))
+    rows = [
+        {
+            "seed": seed,
+            "fp32_pct": final[(seed, "fp32")][0],
+            "bf16_pct": final[(seed, "bf16")][0],
+            "bf16_minus_fp32_pts": final[(seed, "bf16")][0] - final[(seed, "fp32")][0],
+            "fp32_final_loss": final[(seed, "fp32")][1],
+            "bf16_final_loss": final[(seed, "bf16")][1],
+        }
+        for seed in sorted({s for s, _ in final})
+        if (seed, "fp32") in final and (seed, "bf16") in final
+    ]
+    md = ["", "## bf16 on the wire (issue 18, not a paper claim)", ""]
+    if not rows:
+        return md + ["No seed has both an fp32 and a bf16 run with an evaluation yet.", *[f"- {n}" for n in notes]]
+    df = pd.DataFrame(rows)
+    df.to_csv(out / "wire_dtype.csv", index=False)
+    within = (df["bf16_minus_fp32_pts"].abs() <= WIRE_TARGET_PTS).tolist()
+    verdict = "met" if all(within) else ("not met" if not any(within) else NOT_DECIDABLE)
+    diff = df["bf16_minus_fp32_pts"]
+    md += [
+        f"H-SADMM's time-to-accuracy run with its compact inter-node buckets in bf16 against fp32 "
+        f"(`experiments.wire_dtype`): final test accuracy; target: bf16 within {WIRE_TARGET_PTS:g} points of fp32, "
+        f"judged per seed. Over {len(df)} seed(s): bf16 - fp32 = {diff.mean():+.1f} points on average "
+        f"(median {diff.median():+.1f}, range {diff.min():+.1f} to {diff.max():+.1f}): **{verdict}**. Runs: "
+        f"{'; '.join(sorted(setups))}. From `wire_dtype/*/steps.parquet`; also in `wire_dtype.csv`.",
+        "",
+        *_table_head("seed", "fp32", "bf16", "bf16 - fp32 (points)", "final loss fp32", "final loss bf16"),
+    ]
+    for r in rows:
+        md.append(
+            f"| {r['seed']} | {r['fp32_pct']:.1f}% | {r['bf16_pct']:.1f}% | {r['bf16_minus_fp32_pts']:+.1f} | "
+            f"{r['fp32_final_loss']:.3f} | {r['bf16_final_loss']:.3f} |"
+        )
+    return md + [f"- {n}" for n in notes]
+
+
 def projection_section(results: Path, out: Path) -> list[str]:
     """REPORT.md lines for the model projections of Fig. 9 (none when there is no projection table)."""
     table = projection_table(results)
@@ -434,6 +498,7 @@ def write_report(results: Path, out: Path) -> tuple[pd.DataFrame, bool]:
     md += regime_section(logs, out)
     md += model_validation_section(results, out)
     md += exchange_section(results, out)
+    md += wire_dtype_section(results, out)
     md += projection_section(results, out)
     md += ["", "## Where the paper contradicts itself", ""]
     for k in CONTRADICTIONS:

@@ -8,10 +8,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from analysis.report import wire_dtype_section
 from experiments import all as all_experiments
-from experiments import cli
+from experiments import cli, wire_dtype
 from experiments.common import PROFILE_NAMES, profile
+from experiments.time_to_accuracy import runs as tta_runs
 from prunex.config import ConfigError, RunConfig
+from prunex.launch import run_dir_for
 
 MODULES = all_experiments.EXPERIMENTS
 
@@ -94,6 +97,34 @@ def test_whole_smoke_profile_end_to_end(data_root: Path, tmp_path: Path) -> None
             assert len(steps) > 0 and steps["test_acc"].notna().any()
     # a second invocation finds everything done and runs nothing
     assert all_experiments.main(["--profile", "smoke", "--results", str(results)]) == 0
+    # bf16 on the wire beside fp32 (not a paper result): its fp32 run is time_to_accuracy's, only bf16 trains
+    assert cli.main("wire_dtype", wire_dtype.runs, None, ["--profile", "smoke", "--results", str(results)]) == 0
+    assert (results / "wire_dtype" / "hsadmm-resnet20-fp32").resolve() == (
+        results / "time_to_accuracy" / "hsadmm-resnet20"
+    ).resolve()
+    out = tmp_path / "report"
+    out.mkdir()
+    section = "\n".join(wire_dtype_section(results, out))
+    table = pd.read_csv(out / "wire_dtype.csv")
+    assert list(table["seed"]) == [0] and "## bf16 on the wire" in section
+    diff = float(table["bf16_minus_fp32_pts"].iloc[0])
+    assert diff == pytest.approx(table["bf16_pct"].iloc[0] - table["fp32_pct"].iloc[0])
+    assert ("**met**" if abs(diff) <= 0.5 else "**not met**") in section
+
+
+def test_wire_dtype_pairs_bf16_with_fp32_per_seed_outside_the_paper_profile(capsys) -> None:
+    for name in ("local", "regime"):
+        configs = cli.resolve("wire_dtype", wire_dtype.runs, name, None, "results")
+        seeds = profile(name).repeat_seeds
+        assert [(c.seed, c.admm.wire_dtype) for c in configs] == [(s, w) for s in seeds for w in ("fp32", "bf16")]
+        assert all(c.method == "hsadmm" for c in configs)
+        # seed 0's fp32 run is the time-to-accuracy run: one training
+        (tta,) = [c for c in cli.resolve("time_to_accuracy", tta_runs, name, None, "results") if c.method == "hsadmm"]
+        assert run_dir_for(configs[0]) == run_dir_for(tta) != run_dir_for(configs[1])
+    argv = ["--profile", "paper", "--results", "results", "--dry-run"]
+    assert cli.main("wire_dtype", wire_dtype.runs, None, argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not a result of the paper" in err[0]
 
 
 def test_prune_finetune_runs_wait_for_the_runs_they_need() -> None:
