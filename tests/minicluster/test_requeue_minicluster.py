@@ -62,7 +62,7 @@ def test_requeued_job_resumes_to_the_same_result(
 ) -> None:
     # The requeued run's rank 0 holds before iteration 1 (once iteration 0's checkpoints are complete)
     # until Slurm has taken the attempt off the node: a short run would otherwise finish within
-    # KillWait of the requeue (seen in CI: the job completed and was never requeued).
+    # KillWait of the requeue (seen in a full suite run: the job completed and was never requeued).
     hold = tmp_path / "hold"
     hold.touch()
     for key, value in {"AT": "1", "FILE": str(hold), "RUNS": "requeued"}.items():
