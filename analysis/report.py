@@ -59,6 +59,7 @@ from analysis.verdicts import (
     REGIME_TOLERANCE,
     REPRODUCED,
     claims_table,
+    per_repeat,
     projection_table,
     regime_table,
 )
@@ -359,8 +360,8 @@ def wire_dtype_section(results: Path, out: Path) -> list[str]:
     for run, steps in runs_with(exp, "steps", notes):
         link = run.config.get("link", {}).get("model", "?")
         setups.add(
-            f"{run.config.get('profile', '?')} profile, {run.dataset}, {run.model}, {run.nodes} x "
-            f"{run.config.get('procs_per_node', '?')}, {run.config.get('executor', '?')} executor, {link} link model"
+            f"{run.profile} profile, {run.dataset}, {run.model}, {run.nodes} x {run.procs_per_node}, "
+            f"{run.config.get('executor', '?')} executor, {link} link model"
         )
         ev = steps.sort_values("iteration")
         acc = ev["test_acc"].dropna()
@@ -368,7 +369,7 @@ def wire_dtype_section(results: Path, out: Path) -> list[str]:
             notes.append(f"{run.run_id} has no evaluated iteration yet: left out")
             continue
         wire = str(run.config.get("admm", {}).get("wire_dtype", "fp32"))
-        final[(int(run.config.get("seed", 0)), wire)] = (100 * float(acc.iloc[-1]), float(ev["train_loss"].iloc[-1]))
+        final[(run.seed or 0, wire)] = (100 * float(acc.iloc[-1]), float(ev["train_loss"].iloc[-1]))
     rows = [
         {
             "seed": seed,
@@ -386,8 +387,7 @@ def wire_dtype_section(results: Path, out: Path) -> list[str]:
         return md + ["No seed has both an fp32 and a bf16 run with an evaluation yet.", *[f"- {n}" for n in notes]]
     df = pd.DataFrame(rows)
     df.to_csv(out / "wire_dtype.csv", index=False)
-    within = (df["bf16_minus_fp32_pts"].abs() <= WIRE_TARGET_PTS).tolist()
-    verdict = "met" if all(within) else ("not met" if not any(within) else NOT_DECIDABLE)
+    verdict = per_repeat((df["bf16_minus_fp32_pts"].abs() <= WIRE_TARGET_PTS).tolist(), "met", "not met")
     diff = df["bf16_minus_fp32_pts"]
     md += [
         f"H-SADMM's time-to-accuracy run with its compact inter-node buckets in bf16 against fp32 "

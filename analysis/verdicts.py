@@ -347,10 +347,15 @@ def regime_verdict(target: float, shares: list[float], tolerance: float = REGIME
         return NOT_REGIME_MATCHED
     if not shares:
         return NO_LOGS
-    inside = {abs(s / target - 1) <= tolerance + 1e-12 for s in shares}
-    if len(inside) == 2:
-        return NOT_DECIDABLE
-    return WITHIN if inside.pop() else OUTSIDE
+    return per_repeat([abs(s / target - 1) <= tolerance + 1e-12 for s in shares], WITHIN, OUTSIDE)
+
+
+def per_repeat(inside: list[bool], yes: str, no: str) -> str:
+    """The verdict over repeats (seeds) each judged on its own: `yes` when every one is inside the
+    boundary, `no` when none is, `not decidable here` when they fall on both sides."""
+    if all(inside):
+        return yes
+    return no if not any(inside) else NOT_DECIDABLE
 
 
 def _float(d: dict[str, Any], key: str) -> float:

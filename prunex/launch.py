@@ -277,6 +277,26 @@ class Submitted:
     attached: bool = False
 
 
+@dataclass
+class _Attempt:
+    """A Slurm job's current attempt as the failed-rank watch sees it: a requeue starts a new one, and
+    the result files the killed attempt left (or its dying processes still write) are not this one's."""
+
+    ran: bool = False  # seen running at some look
+    off_node: bool = False  # not running at the last look, after it had run (requeued, pending again)
+    since: float = 0.0  # epoch seconds: result files last written at or before are an earlier attempt's
+
+    def look(self, running: bool) -> bool:
+        """Record one look at squeue; True when the results read so far must be forgotten (the job was
+        requeued: it is pending again, or running again after that)."""
+        forget = self.ran and (not running or self.off_node)
+        if forget:
+            self.since = time.time()
+        self.off_node = self.ran and not running
+        self.ran = self.ran or running
+        return forget
+
+
 def launch(config: RunConfig, slurm: SlurmOptions | None = None, *, echo: bool = True, detach: bool = False) -> Path:
     """Submit one run (or reattach to the live Slurm job training it), show rank 0's progress, wait
     for it; returns the run directory.
@@ -505,9 +525,7 @@ def wait_all(
     failed_since: dict[int, float] = {}  # id(entry) -> when a failed rank was first seen
     outcomes: dict[int, dict[int, str]] = {id(e): {} for e in pending}  # id(entry) -> result files read
     stopped: dict[int, list[int]] = {}  # id(entry) -> the failed ranks after which the job was ended
-    not_running_at: dict[int, float] = {}  # id(entry) -> when its current Slurm attempt was first seen running
-    was_requeued: dict[int, bool] = {}  # id(entry) -> Slurm said it was not running at the last look, after it ran
-    seen_running: set[int] = set()  # id(entry) of the Slurm jobs seen running
+    attempts: dict[int, _Attempt] = {}  # id(entry) -> its Slurm job's current attempt
     try:
         while pending:
             slurm_pending = any(e.record.executor == "slurm" for e in pending)
@@ -530,19 +548,15 @@ def wait_all(
                     for line in tails[id(e)].lines():
                         print(line, flush=True)
                 if not done:
+                    attempt = attempts.setdefault(id(e), _Attempt())
                     if e.record.executor == "slurm" and states is not None:
                         running = states.get(e.record.job_id) == "RUNNING"
-                        if id(e) in seen_running and (not running or was_requeued.pop(id(e), False)):
-                            # requeued (pending again) or restarted since: result files written until now,
-                            # also by the killed attempt's last dying processes, are not this attempt's
+                        if attempt.look(running):
                             outcomes[id(e)].clear()
                             failed_since.pop(id(e), None)
-                            not_running_at[id(e)] = time.time()
                         if not running:
-                            was_requeued[id(e)] = id(e) in seen_running
                             continue
-                        seen_running.add(id(e))
-                    _stop_after_failed_rank(e, outcomes[id(e)], failed_since, stopped, not_running_at.get(id(e), 0.0))
+                    _stop_after_failed_rank(e, outcomes[id(e)], failed_since, stopped, attempt.since)
                     continue
                 pending.remove(e)
                 if e.record.executor == "slurm" and not isinstance(e.job, submitit.DebugJob):
