@@ -155,6 +155,19 @@ def check_nccl(ctx: Context) -> Check:
     return Check("nccl", OK, ".".join(map(str, torch.cuda.nccl.version())))
 
 
+def check_cpu_compress(ctx: Context) -> Check:
+    """Whether H-SADMM's compress on the CPU runs the native kernel (never a failure: the torch path
+    gives the same bytes, slower)."""
+    if ctx.device == "cuda":
+        return Check("cpu compress", NA, "not used: compress runs on the GPU (index_select)")
+    from prunex.comm import native
+
+    reason = native.unavailable_reason()
+    if reason is None:
+        return Check("cpu compress", OK, "native AVX-512F kernel built (prunex.comm.native)")
+    return Check("cpu compress", NA, f"torch index_select, about half as fast: {reason}")
+
+
 def check_slurm(ctx: Context) -> Check:
     if ctx.executor != "slurm":
         return Check("slurm", NA, f"not used (executor {ctx.executor})")
@@ -270,7 +283,14 @@ def run_checks(ctx: Context) -> list[Check]:
         checks.append(fn(ctx))
     if checks[-1].status == FAIL and checks[-1].detail.startswith("cannot import"):
         return checks
-    simple: list[Callable[[Context], Check]] = [check_gpus, check_site_gpu, check_nccl, check_slurm, check_account]
+    simple: list[Callable[[Context], Check]] = [
+        check_gpus,
+        check_site_gpu,
+        check_nccl,
+        check_slurm,
+        check_account,
+        check_cpu_compress,
+    ]
     checks += [fn(ctx) for fn in simple]
     try:
         configs = profile_runs(ctx)

@@ -66,6 +66,10 @@ def test_a_clean_bill_of_health_exits_0(fake_slurm, data_root, capsys) -> None:
     asked = sum(len(importlib.import_module(f"experiments.{m}").runs(profile("local", "slurm"))) for m in EXPERIMENTS)
     assert runs.split()[0] == "ok" and f"{asked} runs of profile local" in runs
     assert "process-hours (CPU) estimated on" in runs
+    from prunex.comm import native
+
+    compress = _row(lines, "cpu compress")  # the native kernel's state, never a failure
+    assert compress.split()[0] == ("ok" if native.available() else "--"), compress
 
 
 def test_unknown_partition_and_foreign_account_fail(fake_slurm, data_root, capsys) -> None:

@@ -138,3 +138,119 @@ def test_shrink_plan_is_made_once_per_mask() -> None:
     assert shrink_plan(gm) is plan and plan.compact_shape == gm.compact_shape
     other = GroupMask.of_tensor(project(torch.randn(8, 6, 3, 3), filter_keep=0.5, channel_keep=0.5))
     assert shrink_plan(other) is not plan
+
+
+# --- the native compress kernel (prunex.comm.native) -------------------------------------------------
+
+
+def _cpu_has_avx512f() -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("flags") and " avx512f" in line for line in f)
+    except OSError:
+        return False
+
+
+def test_native_kernel_is_built_where_it_can_be() -> None:
+    """On an x86-64 CPU with AVX-512F and a C compiler (CI's machine) the exchange must run the kernel,
+    or every test below would pass on the torch path alone."""
+    import platform
+    import shutil
+
+    from prunex.comm import native
+
+    if platform.machine() != "x86_64" or not _cpu_has_avx512f() or shutil.which("cc") is None:
+        pytest.skip(f"no kernel here: {native.unavailable_reason()}")
+    assert native.available(), native.unavailable_reason()
+    assert native.unavailable_reason() is None
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    return t.contiguous().view(torch.int32)
+
+
+@pytest.mark.parametrize(
+    "shape,k_out,k_in",
+    [
+        ((6, 5, 3, 3), 3, 2),  # 45-float rows: a tail block
+        ((8, 4, 1, 1), 4, 1),
+        ((7, 3), 7, 3),  # everything kept
+        ((4, 6, 1, 3), 1, 6),
+        ((33, 40, 3, 3), 17, 20),
+        ((64, 520, 1, 1), 32, 261),  # 32 x 520 floats read: split over two threads
+        ((128, 128, 3, 3), 64, 64),
+        ((9, 17), 5, 0),  # nothing kept along C_in
+    ],
+)
+@pytest.mark.parametrize("offset", [0, 1, 7])
+def test_native_compress_is_bitwise_the_torch_path(shape: tuple[int, ...], k_out: int, k_in: int, offset: int) -> None:
+    """Same bits as the torch path (NaN payloads, -0.0, inf), into a bucket view at an unaligned offset,
+    with no write outside it, on one and two threads."""
+    from prunex.comm import native
+
+    if not native.available():
+        pytest.skip(f"no kernel here: {native.unavailable_reason()}")
+    gen = torch.Generator().manual_seed(sum(shape) + offset)
+    out_idx = torch.randperm(shape[0], generator=gen)[:k_out].sort().values
+    in_idx = torch.randperm(shape[1], generator=gen)[:k_in].sort().values
+    t = torch.randn(shape, generator=gen)
+    flat = t.view(-1)
+    flat[::11] = -0.0
+    flat[5::13] = math.inf
+    flat.view(torch.int32)[3::17] = 0x7FC01234  # a NaN with a payload
+    fast = ShrinkPlan(out_idx, in_idx, shape, torch.device("cpu"))
+    slow = ShrinkPlan(out_idx, in_idx, shape, torch.device("cpu"), native=False)
+    n = math.prod(fast.compact_shape)
+    threads = torch.get_num_threads()
+    try:
+        for num_threads in (1, 2):
+            torch.set_num_threads(num_threads)
+            bucket = torch.full((offset + n + 19,), math.nan)
+            bucket.view(torch.int32)[:] = 0x7F800001  # sentinel: a signalling NaN no copy produces
+            sentinel = bucket.clone()
+            view = bucket[offset : offset + n].view(fast.compact_shape)
+            assert fast.compress(t, out=view) is view and fast._packer is not None
+            assert torch.equal(_bits(view), _bits(slow.compress(t)))
+            assert torch.equal(_bits(view), _bits(compress(t, out_idx, in_idx)))
+            assert torch.equal(_bits(bucket[:offset]), _bits(sentinel[:offset]))
+            assert torch.equal(_bits(bucket[offset + n :]), _bits(sentinel[offset + n :]))
+    finally:
+        torch.set_num_threads(threads)
+    assert slow._packer is None
+
+
+def test_native_kernel_is_skipped_for_what_it_does_not_handle() -> None:
+    """float64, non-contiguous input: the torch path, same values."""
+    t = torch.randn(6, 5, 3, 3, dtype=torch.float64)
+    o, i = torch.tensor([0, 2, 3]), torch.tensor([1, 2])
+    plan = ShrinkPlan(o, i, tuple(t.shape), torch.device("cpu"))
+    assert torch.equal(plan.compress(t), compress(t, o, i)) and plan._packer is None
+    s = torch.randn(6, 5, 3, 3).transpose(2, 3)
+    assert torch.equal(plan.compress(s), compress(s, o, i)) and plan._packer is None
+
+
+def test_native_kernel_says_why_it_is_not_used(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """Off switch, missing compiler, failing build: each is a one-line reason and the torch path."""
+    from prunex.comm import native
+
+    monkeypatch.setenv("PRUNEX_NATIVE_DIR", str(tmp_path))
+    cases = [
+        ({"PRUNEX_NATIVE_SHRINK": "0"}, "PRUNEX_NATIVE_SHRINK=0"),
+        ({"CC": str(tmp_path / "no-such-cc")}, "no C compiler"),
+        ({"CC": "false"}, "could not build"),
+    ]
+    t = torch.randn(6, 5, 3, 3)
+    o, i = torch.tensor([0, 2, 3]), torch.tensor([1, 2])
+    for env, reason in cases:
+        monkeypatch.setattr(native, "_STATE", {})
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        if native.unavailable_reason() is not None and "x86-64" in native.unavailable_reason():
+            pytest.skip("no kernel for this machine at all")
+        assert not native.available() and reason in native.unavailable_reason()
+        assert "\n" not in native.unavailable_reason()
+        plan = ShrinkPlan(o, i, tuple(t.shape), torch.device("cpu"))
+        assert torch.equal(plan.compress(t), compress(t, o, i)) and plan._packer is None
+        for key in env:
+            monkeypatch.delenv(key)
+    assert not any(p.name.endswith(".so") for p in tmp_path.iterdir())  # no library from a failed build

@@ -13,6 +13,10 @@ Byte accounting: every row is credited with the bytes of the compact tensors (on
 read + write), the copy included, so "ratio" is copy time / op time. Decompress must also zero the
 full tensor (1 / (keep_out * keep_in) times the compact bytes), so it is also compared with a copy of
 the full-size bytes. All buffers are allocated before timing (one-shot allocation, sec. 4.5).
+
+"compress [plan]" is what the exchange runs: on an x86-64 CPU with AVX-512F the kernel of
+:mod:`prunex.comm.native` (the header says whether it ran, and why not), elsewhere the torch ops of
+"compress [plan-torch]". On a GPU both are ``index_select`` on the device.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import torch
 import torchvision
 from torch import Tensor, nn
 
+from prunex.comm import native
 from prunex.comm.shrink import ShrinkPlan, compress, decompress
 from prunex.pruning.project import keep_count
 
@@ -42,6 +47,7 @@ class _Layer:
     full_dst: Tensor  # decompress destination
     full_src: Tensor  # full-size copy reference source
     plan: ShrinkPlan  # indices precomputed, as for a frozen mask
+    plan_torch: ShrinkPlan  # the same with torch ops only (no native kernel)
 
 
 def resnet152_conv_shapes() -> list[torch.Size]:
@@ -108,6 +114,7 @@ def _make_layers(shapes: Sequence[torch.Size], keep: float, device: torch.device
                 full_dst=torch.empty(shape, device=device),
                 full_src=torch.randn(shape, generator=gen).to(device),
                 plan=ShrinkPlan(out_idx, in_idx, tuple(shape), device),
+                plan_torch=ShrinkPlan(out_idx, in_idx, tuple(shape), device, native=False),
             )
         )
     return layers
@@ -117,10 +124,11 @@ def _check(layers: Sequence[_Layer]) -> None:
     """The timed code paths agree with plain advanced indexing (run once, before timing)."""
     for layer in layers:
         ref = layer.full[layer.out_idx[:, None], layer.in_idx]
-        for method in ("index_select", "flat", "plan"):
-            if method == "plan":
-                c = layer.plan.compress(layer.full)
-                back = layer.plan.decompress(c)
+        for method in ("index_select", "flat", "plan", "plan-torch"):
+            if method.startswith("plan"):
+                plan = layer.plan if method == "plan" else layer.plan_torch
+                c = plan.compress(layer.full)
+                back = plan.decompress(c)
             else:
                 c = compress(layer.full, layer.out_idx, layer.in_idx, method=method)
                 back = decompress(c, layer.out_idx, layer.in_idx, layer.full.shape, method=method)
@@ -158,8 +166,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     def run_compress(method: str) -> Callable[[], None]:
         def fn() -> None:
             for x in layers:
-                if method == "plan":
-                    x.plan.compress(x.full, out=x.compact)
+                if method.startswith("plan"):
+                    (x.plan if method == "plan" else x.plan_torch).compress(x.full, out=x.compact)
                 else:
                     compress(x.full, x.out_idx, x.in_idx, out=x.compact, method=method)
 
@@ -175,15 +183,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return fn
 
-    methods = ("plan", "auto", "index_select", "flat")
+    compress_methods = ("plan", "plan-torch", "auto", "index_select", "flat")
+    methods = ("plan", "auto", "index_select", "flat")  # decompress: the plan has no native path
     rows: list[tuple[str, int, float]] = [("copy_ (compact bytes, reference)", compact_bytes, 0.0)]
-    for method in methods:
+    for method in compress_methods:
         rows.append((f"compress [{method}]", compact_bytes, 0.0))
     for method in methods:
         rows.append((f"decompress [{method}]", compact_bytes, 0.0))
     rows.append(("copy_ (full-size bytes)", full_bytes, 0.0))
     fns = [copy_compact]
-    fns += [run_compress(m) for m in methods]
+    fns += [run_compress(m) for m in compress_methods]
     fns += [run_decompress(m) for m in methods]
     fns.append(copy_full)
     seconds = _median_seconds(fns, device, args.repeats)
@@ -198,13 +207,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("# bytes = compact-tensor bytes (one direction) for every row except the full-size copy")
     print(
         "# methods: index_select = two index_selects / index_put_; flat = one index_select / index_copy_"
-        " over KH*KW rows; auto = flat except compress of 1x1; plan = auto with indices precomputed (ShrinkPlan)"
+        " over KH*KW rows; auto = flat except compress of 1x1; plan = ShrinkPlan (indices precomputed; compress"
+        " by the native kernel where it runs); plan-torch = ShrinkPlan with torch ops only (= auto's ops)"
     )
+    if device.type == "cpu":
+        reason = native.unavailable_reason()
+        kernel = "AVX-512F, used by compress [plan]" if reason is None else f"not used ({reason})"
+        print(f"# native compress kernel (prunex.comm.native): {kernel}")
     print(f"{'operation':36s} {'MB':>9s} {'seconds':>10s} {'GB/s':>8s} {'ratio':>7s}")
     for name, nbytes, sec in rows:
         gbs = nbytes / sec / 1e9
         print(f"{name:36s} {nbytes / 1e6:9.1f} {sec:10.5f} {gbs:8.2f} {gbs / copy_gbs:7.2f}")
-    comp_plan, dec_plan, full_copy = rows[1][2], rows[1 + len(methods)][2], rows[-1][2]
+    comp_plan, dec_plan, full_copy = rows[1][2], rows[1 + len(compress_methods)][2], rows[-1][2]
     # the targets (issue 18): >= 0.5 of a same-run copy of the compact bytes (compress) and of the
     # full-size bytes (decompress, which writes every byte of the full tensor)
     print(f"# compress [plan] vs copy of the compact bytes: {rows[0][2] / comp_plan:.2f}")

@@ -20,6 +20,8 @@ Once a mask is known (and for good once it is frozen, sec. 4.5), :class:`ShrinkP
 call would otherwise recompute: the indices on the data's device and the flat row index, computed
 once; `shrink_plan` caches one per `GroupMask`. Its ``compress``/``decompress`` give bitwise the same
 results as the functions (``method="auto"``), writing straight into the caller's ``out`` (a bucket view).
+On x86-64 CPUs with AVX-512F its ``compress`` of fp32 runs the one hand-written kernel of
+:mod:`prunex.comm.native` (one pass over each kept filter row; same bytes), the torch ops elsewhere.
 
 Indices are used in the order given (sorted, as :mod:`prunex.pruning.masks` returns them, so that every
 leader packs the same layout), must not repeat, and are moved to the data's device.
@@ -37,6 +39,8 @@ from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
+
+from prunex.comm import native as native_kernel
 
 if TYPE_CHECKING:
     from prunex.pruning import GroupMask
@@ -171,23 +175,31 @@ class ShrinkPlan:
         in_idx: sorted kept input indices K_in (1-D, no repeats).
         shape: the full weight shape ``(C_out, C_in, ...)``.
         device: where the data lives (the indices are moved there once).
+        native: use the kernel of :mod:`prunex.comm.native` for compress where it applies (False: the
+            torch ops always, e.g. to compare the two).
 
-    Same layout and bitwise the same values as ``method="auto"``: kernels larger than 1x1 move whole
-    KH*KW rows through the precomputed flat row index ``K_out[p] * C_in + K_in[q]``; 1x1 convs and
-    Linear weights gather the kept filters (contiguous rows) into a scratch buffer the plan keeps,
-    then the kept channels. Decompress zero-fills and scatters rows (elements for 1x1) back.
+    Same layout and bitwise the same values as ``method="auto"``. Compress of a contiguous fp32 CPU
+    tensor runs `prunex.comm.native.pack_rows` when it is available (each kept filter row read once,
+    its kept elements packed with AVX-512). Otherwise: kernels larger than 1x1 move whole KH*KW rows
+    through the precomputed flat row index ``K_out[p] * C_in + K_in[q]``; 1x1 convs and Linear weights
+    gather the kept filters (contiguous rows) into a scratch buffer the plan keeps, then the kept
+    channels. Decompress zero-fills and scatters rows (elements for 1x1) back.
     """
 
-    def __init__(self, out_idx: Tensor, in_idx: Tensor, shape: tuple[int, ...], device: torch.device) -> None:
+    def __init__(
+        self, out_idx: Tensor, in_idx: Tensor, shape: tuple[int, ...], device: torch.device, *, native: bool = True
+    ) -> None:
         self.shape = tuple(int(s) for s in shape)
         if len(self.shape) < 2:
             raise ValueError(f"shrinkage needs a C_out x C_in x ... shape, got {self.shape}")
-        self.out_idx = out_idx.to(device=device, dtype=torch.long)
+        self.out_idx = out_idx.to(device=device, dtype=torch.long).contiguous()
         self.in_idx = in_idx.to(device=device, dtype=torch.long)
         self.kernel = prod(self.shape[2:])
         self.compact_shape = (self.out_idx.numel(), self.in_idx.numel(), *self.shape[2:])
         self.rows = _flat_rows(self.out_idx, self.in_idx, self.shape[1])  # rows of the (C_out C_in) x K view
         self._scratch: dict[torch.dtype, Tensor] = {}
+        self.native = native
+        self._packer: native_kernel.RowPacker | None = None  # the native kernel's, made on its first use
 
     def compress(self, t: Tensor, out: Tensor | None = None) -> Tensor:
         """``t[K_out][:, K_in]`` into ``out`` (allocated when None), as `compress`."""
@@ -195,6 +207,9 @@ class ShrinkPlan:
             raise ValueError(f"plan is for shape {self.shape}, got {tuple(t.shape)}")
         out = _output(out, self.compact_shape, t, "compress", zeroed=False)
         c_out, c_in = self.shape[:2]
+        if self._use_native(t):
+            self._packer(t, out)
+            return out
         if self.kernel > 1:
             torch.index_select(t.reshape(c_out * c_in, self.kernel), 0, self.rows, out=out.view(-1, self.kernel))
             return out
@@ -204,6 +219,17 @@ class ShrinkPlan:
         torch.index_select(t.reshape(c_out, c_in), 0, self.out_idx, out=scratch)  # contiguous filter rows
         torch.index_select(scratch, 1, self.in_idx, out=out.view(self.compact_shape[:2]))
         return out
+
+    def _use_native(self, t: Tensor) -> bool:
+        """Whether `compress` runs the AVX-512 kernel of :mod:`prunex.comm.native` (CPU fp32, contiguous,
+        kernel available); its bytes are those of the torch path below."""
+        if not self.native or t.device.type != "cpu" or t.dtype != torch.float32 or not t.is_contiguous():
+            return False
+        if not native_kernel.available():
+            return False
+        if self._packer is None:
+            self._packer = native_kernel.RowPacker(self.out_idx, self.in_idx, self.shape)
+        return True
 
     def decompress(self, c: Tensor, out: Tensor | None = None) -> Tensor:
         """The zero-filled full tensor with ``c`` at K_out x K_in, into ``out`` when given, as `decompress`."""
