@@ -48,6 +48,7 @@ from prunex.admm.steps import (
     sync_masks,
     z_node_step,
 )
+from prunex.comm import native
 from prunex.comm.bucket import Bucketer
 from prunex.comm.wire import WireBuckets
 from prunex.pruning import GroupMask
@@ -76,6 +77,8 @@ class HSADMM(ConsensusEngine):
         )
         # the compact buckets' type on the wire and their way across nodes (`prunex.comm.wire`)
         self.wire = WireBuckets(self.cfg.wire_dtype, self.cfg.inter_exchange)
+        if self.device.type == "cpu":  # build the CPU compress kernel now, not inside the first timed compress
+            native.available()
 
     def total(self, rows: list[list[float]]) -> list[list[float]]:
         """The residual table summed over every rank (Alg. 1 line 28), kept off the flat group: float32,

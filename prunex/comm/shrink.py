@@ -179,7 +179,7 @@ class ShrinkPlan:
             torch ops always, e.g. to compare the two).
 
     Same layout and bitwise the same values as ``method="auto"``. Compress of a contiguous fp32 CPU
-    tensor runs `prunex.comm.native.pack_rows` when it is available (each kept filter row read once,
+    tensor runs `prunex.comm.native.RowPacker` when it is available (each kept filter row read once,
     its kept elements packed with AVX-512). Otherwise: kernels larger than 1x1 move whole KH*KW rows
     through the precomputed flat row index ``K_out[p] * C_in + K_in[q]``; 1x1 convs and Linear weights
     gather the kept filters (contiguous rows) into a scratch buffer the plan keeps, then the kept
