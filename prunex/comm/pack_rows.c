@@ -26,11 +26,13 @@ int prunex_pack_rows_supported(void) {
     return __builtin_cpu_supports("avx512f");
 }
 
-/* Software prefetch distance, in floats: the next kept row starts after a gap (a dropped filter),
- * where the hardware prefetcher loses the stream, so each block also fetches the same block of the
- * kept row at least this far ahead. 512, 1024 and 2048 floats measured alike (within 0.01 of the
- * bench.shrink ratio) and 0.02-0.04 above fetching only the next row; 1024 (4 KiB) is the middle. */
-#define PREFETCH_FLOATS 1024
+/* Software prefetch: the next kept row starts after a gap (a dropped filter), where the hardware
+ * prefetcher loses the stream, so each block also fetches the same block of the kept row at least
+ * PREFETCH_ROWS rows and PREFETCH_FLOATS floats ahead, into L2 (_MM_HINT_T1). Measured with bench.shrink's
+ * layers (ratio to a copy of the compact bytes, same process): hint T0 (into L1) 0.50-0.65, T1 or T2
+ * 0.73-0.85, no prefetch 0.44-0.53; in one pair of runs, T1 1 row ahead 0.81, 2-4 rows 0.83-0.84. */
+#define PREFETCH_ROWS 2
+#define PREFETCH_FLOATS 2048
 
 /* Rows [p0, p1) of one layer; their output out[p0 * kept_per_row, p1 * kept_per_row) is one contiguous
  * stream. Packed blocks are gathered in a register (acc, its first `fill` lanes taken) and written a
@@ -42,7 +44,7 @@ __attribute__((target("avx512f"))) static void pack_range(const float *t, int64_
                                                           int64_t p0, int64_t p1, const uint16_t *mask,
                                                           int64_t kept_per_row, float *out) {
     const int64_t nblk = row_len / 16, tail = row_len % 16;
-    const int64_t ahead = row_len >= PREFETCH_FLOATS ? 1 : PREFETCH_FLOATS / row_len;
+    const int64_t ahead = row_len * PREFETCH_ROWS >= PREFETCH_FLOATS ? PREFETCH_ROWS : PREFETCH_FLOATS / row_len;
     float *start = out + p0 * kept_per_row;
     const int lead = (int)(((uintptr_t)start & 63u) / 4u); /* lanes of the first line before `start` */
     float *line = start - lead;                             /* 64-byte aligned */
@@ -53,7 +55,7 @@ __attribute__((target("avx512f"))) static void pack_range(const float *t, int64_
         const float *src = t + rows[p] * row_len;
         const float *next = p + ahead < p1 ? t + rows[p + ahead] * row_len : src;
         for (int64_t b = 0; b < nblk + (tail ? 1 : 0); b++) {
-            _mm_prefetch((const char *)(next + 16 * b), _MM_HINT_T0);
+            _mm_prefetch((const char *)(next + 16 * b), _MM_HINT_T1);
             const __mmask16 k = mask[b];
             const int n = __builtin_popcount(k);
             const __m512 v = b < nblk ? _mm512_loadu_ps(src + 16 * b)
