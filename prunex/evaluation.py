@@ -30,6 +30,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, Subset
 
 from prunex.comm import Comm
+from prunex.models import floating_dtype
 
 
 def _batchnorms(model: nn.Module) -> list[nn.modules.batchnorm._BatchNorm]:
@@ -48,10 +49,11 @@ def recalibrate_bn(model: nn.Module, batches: Iterable, max_batches: int, device
         m.momentum = None  # cumulative moving average
     was_training = model.training
     model.train()
+    dtype = floating_dtype(model)
     for i, (x, _) in enumerate(batches):
         if i >= max_batches:
             break
-        model(x.to(device, non_blocking=True))
+        model(x.to(device, dtype, non_blocking=True))
     for m, mom in zip(bns, saved, strict=True):
         m.momentum = mom
     model.train(was_training)
@@ -90,8 +92,9 @@ def count_correct(model: nn.Module, loader: DataLoader, device: torch.device) ->
     was_training = model.training
     model.eval()
     correct = total = 0
+    dtype = floating_dtype(model)
     for x, y in loader:
-        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        x, y = x.to(device, dtype, non_blocking=True), y.to(device, non_blocking=True)
         correct += int((model(x).argmax(1) == y).sum().item())
         total += y.numel()
     model.train(was_training)

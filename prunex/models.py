@@ -77,6 +77,13 @@ def build_model(name: str, num_classes: int = 10) -> nn.Module:
     return factory(num_classes)
 
 
+def floating_dtype(model: nn.Module) -> torch.dtype:
+    """The dtype of the model's floating-point parameters, which its inputs are cast to: float32 unless
+    the model was built under another default dtype (the behaviour pins build float64 models,
+    tests/test_golden_runs.py)."""
+    return next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.get_default_dtype())
+
+
 def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 

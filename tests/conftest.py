@@ -23,10 +23,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 # One instruction set for the CPU kernels of every test process (this one, the spawned ranks and the
-# subprocesses, which inherit the environment; set before torch loads them): bitwise float results of
-# convolutions depend on the kernels torch and oneDNN pick, so on an AVX-512 host the behaviour pin
-# (tests/test_golden_runs.py, made on an AVX2 host) and the learning bars would move. AVX2 is what
-# every x86-64 CI host here has. Explicit settings win.
+# subprocesses, which inherit the environment; set before torch loads them), so that tests comparing runs
+# in different processes of one host compare the same kernels. AVX2 is what every x86-64 CI host here has.
+# The behaviour pins do not rely on it alone: they run in numerics of their own (tests/pins.py). Explicit
+# settings win.
 if platform.machine().lower() in ("x86_64", "amd64"):
     os.environ.setdefault("ATEN_CPU_CAPABILITY", "avx2")
     os.environ.setdefault("ONEDNN_MAX_CPU_ISA", "AVX2")

@@ -5,9 +5,10 @@ processes that have RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE and MASTER_AD
 gloo default group initialised, and returns the return values in rank order. An exception in any
 rank fails the call with that rank's traceback; every call is bounded by `timeout_s`.
 
-The processes are kept in a pool per world size and reused by later calls (starting a process
-and importing torch costs seconds); a pool whose call failed or timed out is killed, so a rank
-stuck in a collective never leaks into the next test.
+The processes are kept in a pool per world size (and `env`: variables set in the processes before
+they import torch, such as the behaviour pins' numerics) and reused by later calls (starting a
+process and importing torch costs seconds); a pool whose call failed or timed out is killed, so a
+rank stuck in a collective never leaks into the next test.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _worker(rank: int, world: int, port: int, tasks: Any, results: Any) -> None:
+def _worker(rank: int, world: int, port: int, env: dict[str, str], tasks: Any, results: Any) -> None:
+    os.environ.update(env)
     os.environ.update(
         RANK=str(rank),
         WORLD_SIZE=str(world),
@@ -61,14 +63,14 @@ def _worker(rank: int, world: int, port: int, tasks: Any, results: Any) -> None:
 
 
 class _Pool:
-    def __init__(self, world: int) -> None:
+    def __init__(self, world: int, env: dict[str, str]) -> None:
         ctx = mp.get_context("spawn")
         self.world = world
         self.results = ctx.Queue()
         self.tasks = [ctx.Queue() for _ in range(world)]
         port = free_port()
         self.procs = [
-            ctx.Process(target=_worker, args=(r, world, port, self.tasks[r], self.results), daemon=True)
+            ctx.Process(target=_worker, args=(r, world, port, env, self.tasks[r], self.results), daemon=True)
             for r in range(world)
         ]
         for p in self.procs:
@@ -106,29 +108,44 @@ class _Pool:
             p.join(timeout=5)
 
 
-_POOLS: dict[int, _Pool] = {}
+_POOLS: dict[tuple[int, tuple[tuple[str, str], ...]], _Pool] = {}
+
+
+def _close(pool: _Pool) -> None:
+    for q in pool.tasks:
+        q.put(None)
+    for p in pool.procs:
+        p.join(timeout=5)
+    pool.kill()
 
 
 @atexit.register
 def _shutdown() -> None:
     for pool in _POOLS.values():
-        for q in pool.tasks:
-            q.put(None)
-        for p in pool.procs:
-            p.join(timeout=5)
-        pool.kill()
+        _close(pool)
     _POOLS.clear()
 
 
-def run_distributed(fn: Callable, world_size: int, *args: Any, timeout_s: float = 120.0) -> list[Any]:
-    pool = _POOLS.get(world_size)
+def close_pool(world_size: int, env: dict[str, str] | None = None) -> None:
+    """End the pool of `run_distributed(..., world_size, env=env)`, if any (each process holds about
+    a GB once it has trained: a test module with a pool of its own closes it when done)."""
+    pool = _POOLS.pop((world_size, tuple(sorted((env or {}).items()))), None)
+    if pool is not None:
+        _close(pool)
+
+
+def run_distributed(
+    fn: Callable, world_size: int, *args: Any, timeout_s: float = 120.0, env: dict[str, str] | None = None
+) -> list[Any]:
+    key = (world_size, tuple(sorted((env or {}).items())))
+    pool = _POOLS.get(key)
     if pool is None or not all(p.is_alive() for p in pool.procs):
         if pool is not None:
             pool.kill()
-        pool = _POOLS[world_size] = _Pool(world_size)
+        pool = _POOLS[key] = _Pool(world_size, dict(env or {}))
     try:
         return pool.run(fn, args, timeout_s)
     except BaseException:
         pool.kill()
-        del _POOLS[world_size]
+        del _POOLS[key]
         raise

@@ -22,6 +22,7 @@ from prunex.comm import Comm
 from prunex.config import RunConfig
 from prunex.data import shard_loader
 from prunex.log import RunLog
+from prunex.models import floating_dtype
 from prunex.topology import Groups, Topology
 
 
@@ -100,9 +101,9 @@ class Method(ABC):
     def batches(self, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """This rank's mini-batches of one epoch, on the device."""
         self.sampler.set_epoch(epoch)
-        dev = self.ctx.device
+        dev, dtype = self.ctx.device, floating_dtype(self.ctx.model)  # float32 images: a no-op unless float64
         for x, y in self.loader:
-            yield x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
+            yield x.to(dev, dtype, non_blocking=True), y.to(dev, non_blocking=True)
 
     def make_sgd(self, params: Any) -> torch.optim.SGD:
         cfg = self.ctx.config

@@ -55,6 +55,7 @@ from typing import Any
 import torch
 
 from prunex.methods.base import Context, StepwiseMethod, check_finite, load_model_state, model_state
+from prunex.models import floating_dtype
 from prunex.pruning.project import keep_count
 from prunex.timing import Span
 
@@ -79,7 +80,9 @@ def magnitude_mask(weight: torch.Tensor, current: torch.Tensor, density: float) 
     Returns:
         A boolean mask of `weight`'s shape with exactly `keep_count(numel, density)` True entries.
     """
-    flat = weight.detach().reshape(-1).abs().float()
+    flat = weight.detach().reshape(-1).abs()
+    if flat.dtype in (torch.float16, torch.bfloat16):
+        flat = flat.float()  # rank low-precision weights in float32: fewer spurious ties
     scores = torch.where(current.reshape(-1), flat, torch.full_like(flat, -1.0))
     keep = keep_count(flat.numel(), density)
     idx = torch.topk(scores, keep, sorted=False).indices
@@ -112,7 +115,8 @@ class PacTrain(StepwiseMethod):
         """(Re)allocate the packed buffer for the current masks."""
         self.kept = [int(m.sum().item()) for m in self.masks]
         self.dense_numel = sum(p.numel() for p in self.dense)
-        self.buffer = torch.empty(sum(self.kept) + self.dense_numel, device=self.ctx.device, dtype=torch.float32)
+        dtype = floating_dtype(self.ctx.model)  # the gradients' (float32 unless the model is float64)
+        self.buffer = torch.empty(sum(self.kept) + self.dense_numel, device=self.ctx.device, dtype=dtype)
 
     @torch.no_grad()
     def update_mask(self, density: float) -> None:

@@ -55,6 +55,7 @@ import torch
 
 from prunex.commcost import topk_count
 from prunex.methods.base import Context, StepwiseMethod, check_finite, load_model_state, model_state
+from prunex.models import floating_dtype
 
 WARMUP_START_RATIO = 0.25  # DGC's first warm-up epoch keeps 25% of the entries
 
@@ -109,8 +110,9 @@ class TopK(StepwiseMethod):
         dev = ctx.device
         self.residuals = [torch.zeros_like(p) for p in self.sparse]
         self.velocities = [torch.zeros_like(p) for p in self.sparse] if self.tk.momentum_correction else []
-        self.dense_grad = torch.zeros(self.offsets[-1], device=dev, dtype=torch.float32)
-        self.dense_buf = torch.zeros(sum(p.numel() for p in self.dense), device=dev, dtype=torch.float32)
+        self.dtype = floating_dtype(model)  # the gradients' (float32 unless the model is float64)
+        self.dense_grad = torch.zeros(self.offsets[-1], device=dev, dtype=self.dtype)
+        self.dense_buf = torch.zeros(sum(p.numel() for p in self.dense), device=dev, dtype=self.dtype)
         if self.tk.momentum_correction:
             groups = [
                 {"params": self.sparse, "momentum": 0.0, "weight_decay": 0.0},
@@ -130,7 +132,7 @@ class TopK(StepwiseMethod):
         self.ks = [topk_count(n, ratio) for n in self.sparse_numel]
         total = sum(self.ks)
         dev = self.ctx.device
-        self.values_buf = torch.empty(total, device=dev, dtype=torch.float32)
+        self.values_buf = torch.empty(total, device=dev, dtype=self.dtype)
         self.index_buf = torch.empty(total, device=dev, dtype=torch.int32)
 
     def on_epoch_start(self, epoch: int) -> None:
