@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# Install what `python -m prunex.minicluster up` needs (Slurm, munge, iproute2).
-# Idempotent: does nothing when every tool is already there; runs `apt-get update` only when installing.
+# Install the Debian packages the suite uses: what `python -m prunex.minicluster up` needs (Slurm, munge,
+# iproute2), and the real Fashion-MNIST (dataset-fashion-mnist, read offline by prunex.data).
+# Idempotent: does nothing when everything is already there; runs `apt-get update` only when installing.
 set -euo pipefail
 
-PKGS="slurm-wlm munge iproute2"
+PKGS="slurm-wlm munge iproute2 dataset-fashion-mnist"
 TOOLS="ip tc nsenter slurmctld slurmd munged sinfo sbatch srun scontrol squeue scancel"
 
 missing=""
 for t in $TOOLS; do
   PATH="$PATH:/usr/sbin:/sbin" command -v "$t" >/dev/null 2>&1 || missing="$missing $t"
 done
+[ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || missing="$missing fashion-mnist"
 if [ -z "$missing" ]; then
   echo "install-minicluster: all tools present, nothing to do"
   exit 0

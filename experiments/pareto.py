@@ -60,7 +60,8 @@ def runs(p: Profile) -> list[RunConfig]:
                 f"ptf-{model}-keep{k:g}",
                 model=model,
                 epochs=retrain_epochs(p),
-                prune_finetune=PruneFinetuneConfig(init_from=dense, flops_from=f"hsadmm-{model}-keep{k:g}"),
+                init_from=dense,
+                prune_finetune=PruneFinetuneConfig(flops_from=f"hsadmm-{model}-keep{k:g}"),
                 export=True,
             )
             for k in keep_rates(p)

@@ -26,11 +26,12 @@ from prunex.methods.registry import METHOD_NAMES
 # no shell metacharacters, no leading dot (so "..", ".hidden" are refused).
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+=-]{0,127}$")
 
-DATASET_NAMES = ("cifar10", "digits")
+DATASET_NAMES = ("cifar10", "digits", "fashion-mnist")
 EXECUTOR_NAMES = ("debug", "local", "slurm")
 DEVICE_NAMES = ("auto", "cuda", "cpu")  # prunex.device
 LINK_MODELS = ("none", "alpha-beta", "netns-tc")
 MOMENTUM_POLICIES = ("carry", "reset")
+RHO_SCHEDULES = ("grow", "balance")  # ADMMConfig.rho_schedule
 WIRE_DTYPES = ("fp32", "bf16", "fp16")  # element types of the compact inter-node buckets
 INTER_EXCHANGES = ("leader", "sharded")  # how the compact buckets cross nodes
 SHARED_RUNS_DIR = "runs"  # RESULTS/runs/<shared id>: every run, once; experiments link to it
@@ -50,6 +51,7 @@ OPERATIONAL = ("checkpoint_every_min", "collective_timeout_s", "bind_cores")
 DATASET_DEFAULTS = {
     "cifar10": {"epochs": 30, "batch_size": 128, "lr": 1e-3},
     "digits": {"epochs": 5, "batch_size": 32, "lr": 0.05},
+    "fashion-mnist": {"epochs": 5, "batch_size": 64, "lr": 0.05},
 }
 
 
@@ -91,6 +93,12 @@ class ADMMConfig:
     adaptive_rho: bool = True  # residual balancing (Boyd et al. 2011, sec. 3.4.1)
     rho_mu: float = 10.0
     rho_tau: float = 2.0
+    # Penalties over the dynamic iterations (`prunex.admm.engine.ConsensusEngine.grow_penalties`): "grow"
+    # multiplies each by (rho_max / its initial value)^(1 / freeze_iteration) after every dynamic round, on top
+    # of residual balancing, so that it reaches the cap by T_freeze and the projection's support settles
+    # (sec. 4.5: "as the H-SADMM penalty parameters increase ... the sparsity patterns naturally stabilize";
+    # the progressive penalty of ADMM pruning); "balance": residual balancing only.
+    rho_schedule: str = "grow"
     eps_abs: float = 1e-4  # Boyd et al. absolute tolerance (per sqrt(#elements))
     eps_rel: float = 1e-3  # relative tolerance
     stop_on_convergence: bool = True
@@ -145,6 +153,8 @@ class ADMMConfig:
             raise ConfigError(f"retrain_epochs must be >= 0, got {self.retrain_epochs}")
         if not self.bucket_mb > 0:
             raise ConfigError(f"bucket size must be > 0 MB, got {self.bucket_mb}")
+        if self.rho_schedule not in RHO_SCHEDULES:
+            raise ConfigError(f"rho_schedule must be one of {', '.join(RHO_SCHEDULES)}, got {self.rho_schedule!r}")
         if self.momentum_policy not in MOMENTUM_POLICIES:
             raise ConfigError(
                 f"momentum_policy must be one of {', '.join(MOMENTUM_POLICIES)}, got {self.momentum_policy!r}"
@@ -205,14 +215,12 @@ class PruneFinetuneConfig:
     achieved fraction (its `export.json`) when given, else `flops_keep`.
     """
 
-    init_from: str = ""  # run whose final_model.pt is the dense model
     flops_from: str = ""  # run whose exported FLOPs fraction is the target
     flops_keep: float = 1.0  # target fraction of the dense FLOPs (without flops_from)
 
     def __post_init__(self) -> None:
-        for name in ("init_from", "flops_from"):
-            if getattr(self, name):
-                check_name(getattr(self, name), f"prune_finetune {name} run name")
+        if self.flops_from:
+            check_name(self.flops_from, "prune_finetune flops_from run name")
         _check_keep("prune_finetune flops_keep", self.flops_keep)
 
 
@@ -249,6 +257,9 @@ class RunConfig:
     momentum: float = 0.9
     weight_decay: float = 1e-4  # lambda of eq. (1)
     seed: int = 0
+    # a finished run of the same experiment whose final_model.pt every rank starts from (Alg. 1 line 1:
+    # "Random/Pre-trained"); "" = random initialisation from `seed`. prune_finetune prunes that model.
+    init_from: str = ""
     name: str = ""  # "" = derived from method, model, dataset and topology
     experiment: str = "adhoc"  # directory level above the run
     profile: str = "adhoc"  # the experiment profile that made the run (smoke, local, paper), for captions
@@ -329,7 +340,9 @@ class RunConfig:
             raise ConfigError(f"collective timeout must be > 0 s, got {self.collective_timeout_s}")
         if not (self.checkpoint_every_min >= 0 and math.isfinite(self.checkpoint_every_min)):
             raise ConfigError(f"checkpoint cadence must be >= 0 minutes, got {self.checkpoint_every_min}")
-        if self.method == "prune_finetune" and not self.prune_finetune.init_from:
+        if self.init_from:
+            check_name(self.init_from, "init_from run name")
+        if self.method == "prune_finetune" and not self.init_from:
             raise ConfigError("prune_finetune needs the dense run to start from (--init-from RUN_NAME)")
         check_name(self.experiment, "experiment name")
         if self.experiment == SHARED_RUNS_DIR:
@@ -356,10 +369,8 @@ class RunConfig:
     @property
     def depends_on(self) -> list[str]:
         """Runs of the same experiment that must be finished before this one starts."""
-        if self.method != "prune_finetune":
-            return []
-        pf = self.prune_finetune
-        return [n for n in (pf.init_from, pf.flops_from) if n]
+        flops = self.prune_finetune.flops_from if self.method == "prune_finetune" else ""
+        return [n for n in (self.init_from, flops) if n]
 
     @property
     def run_id(self) -> str:
@@ -389,6 +400,12 @@ class RunConfig:
         one is a ConfigError naming it."""
         if not isinstance(d, dict):
             raise ConfigError(f"a run configuration is a JSON object, got {type(d).__name__}")
+        d = dict(d)
+        pf = d.get("prune_finetune")
+        if isinstance(pf, dict) and "init_from" in pf:  # written before init_from applied to every method
+            pf = dict(pf)
+            d.setdefault("init_from", pf.pop("init_from"))
+            d["prune_finetune"] = pf
         kwargs = _typed(cls, d, "")
         for key, nested_cls in _NESTED.items():
             if key in kwargs:

@@ -8,16 +8,28 @@
   (a seeded, stratified 80/20 train/test split), so that torchvision's CIFAR-10 loader reads it.
   It is made on first use (`python -m prunex.data make-digits --root DIR` does it explicitly).
 
-Augmentation: random crop 32 with padding 4, horizontal flip (CIFAR-10 only: a mirrored digit is
-a different glyph), per-channel normalisation. Shards: `DistributedSampler` with drop_last, i.e.
-disjoint, equally sized, seeded shards per rank.
+- `fashion-mnist`: Zalando's Fashion-MNIST (60,000 + 10,000 28x28 grayscale images of 10 clothing
+  classes, MIT licence) through `torchvision.datasets.FashionMNIST` under `<root>/FashionMNIST/raw`.
+  Offline it comes from Debian's `dataset-fashion-mnist` package (`apt-get install
+  dataset-fashion-mnist`: the real set in `/usr/share/datasets/fashion-mnist`), unpacked into the data
+  root on first use (`python -m prunex.data fashion-mnist --root DIR` does it explicitly; `--source`
+  names another folder of the four `.gz` files); `download` fetches it where a network exists. Images
+  are zero-padded to 32x32 and repeated over 3 channels, so the CIFAR models take them unchanged. A
+  dataset on which pruning costs accuracy (on digits one-shot pruning to a quarter of the channels
+  costs nothing), for the one-machine profiles' accuracy experiments.
+
+Augmentation: random crop 32 with padding 4, horizontal flip (CIFAR-10 and Fashion-MNIST; a mirrored
+digit is a different glyph), per-channel normalisation with the training split's statistics. Shards:
+`DistributedSampler` with drop_last, i.e. disjoint, equally sized, seeded shards per rank.
 
     python -m prunex.data make-digits --root data
+    python -m prunex.data fashion-mnist --root data
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import pickle
 import sys
@@ -28,10 +40,17 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 from torchvision import transforms
-from torchvision.datasets import CIFAR10
+from torchvision.datasets import CIFAR10, FashionMNIST
 
 CIFAR_MEAN, CIFAR_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
 DIGITS_DIR = "digits-cifar-batches-py"
+FASHION_SOURCE = Path("/usr/share/datasets/fashion-mnist")  # Debian's dataset-fashion-mnist
+FASHION_FILES = (
+    "train-images-idx3-ubyte",
+    "train-labels-idx1-ubyte",
+    "t10k-images-idx3-ubyte",
+    "t10k-labels-idx1-ubyte",
+)
 
 
 class DatasetMissing(FileNotFoundError):
@@ -131,9 +150,82 @@ def _open_cifar10(root: Path, train: bool, transform: object = None) -> CIFAR10:
         raise DatasetMissing(f"CIFAR-10 under {folder} is unreadable ({type(e).__name__}); {fix}") from None
 
 
+def install_fashion_mnist(root: str | Path, source: str | Path = FASHION_SOURCE) -> Path:
+    """Unpack the four Fashion-MNIST `.gz` files of `source` into torchvision's layout under `root`
+    (idempotent; each file written atomically, readable by the group: a shared data root). Returns the
+    raw folder."""
+    import gzip
+    import shutil
+
+    raw = Path(root) / "FashionMNIST" / "raw"
+    if all((raw / name).exists() for name in FASHION_FILES):
+        return raw
+    source = Path(source)
+    missing = [f"{name}.gz" for name in FASHION_FILES if not (source / f"{name}.gz").is_file()]
+    if missing:
+        raise DatasetMissing(
+            f"Fashion-MNIST not found under {raw} nor in {source} (missing {', '.join(missing)}); install it with: "
+            "apt-get install dataset-fashion-mnist (or python -m prunex.data download --dataset fashion-mnist "
+            "where a network exists)"
+        )
+    raw.mkdir(parents=True, exist_ok=True)
+    for name in FASHION_FILES:
+        fd, tmp = tempfile.mkstemp(dir=raw, prefix=f".{name}.")
+        try:
+            with gzip.open(source / f"{name}.gz", "rb") as src, os.fdopen(fd, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+                dst.flush()
+                os.fsync(dst.fileno())
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, raw / name)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    return raw
+
+
+class FashionMNIST32(FashionMNIST):
+    """Fashion-MNIST as 32x32 RGB PIL images (zero-padded by 2, gray repeated over 3 channels)."""
+
+    @property
+    def raw_folder(self) -> str:  # torchvision names the folder after the class: keep FashionMNIST's
+        return os.path.join(self.root, "FashionMNIST", "raw")
+
+    def __getitem__(self, index: int) -> tuple[object, int]:
+        from PIL import Image
+
+        img = np.pad(self.data[index].numpy(), 2)
+        img = Image.fromarray(np.repeat(img[:, :, None], 3, axis=2), mode="RGB")
+        target = int(self.targets[index])
+        if self.transform is not None:
+            img = self.transform(img)
+        return img, target
+
+
+def open_fashion_mnist(root: Path, train: bool, transform: object = None) -> FashionMNIST32:
+    """The Fashion-MNIST split, unpacked from Debian's package on first use (`install_fashion_mnist`)."""
+    install_fashion_mnist(root)
+    try:
+        return FashionMNIST32(str(root), train=train, transform=transform)
+    except (RuntimeError, *_UNREADABLE) as e:
+        raise DatasetMissing(
+            f"Fashion-MNIST under {Path(root) / 'FashionMNIST' / 'raw'} is unreadable ({type(e).__name__}); "
+            "delete that folder and run: python -m prunex.data fashion-mnist"
+        ) from None
+
+
+OPENERS = {"cifar10": _open_cifar10, "digits": open_digits, "fashion-mnist": open_fashion_mnist}
+
+
 def _stats(dataset: str, root: Path) -> tuple[tuple[float, ...], tuple[float, ...]]:
     if dataset == "cifar10":
         return CIFAR_MEAN, CIFAR_STD
+    if dataset == "fashion-mnist":  # of the padded 32x32 training images, the same on every channel
+        x = open_fashion_mnist(root, train=True).data.to(torch.float64) / 255.0
+        n = x.shape[0] * 32 * 32
+        mean = float(x.sum()) / n
+        std = math.sqrt(float(x.square().sum()) / n - mean**2)
+        return (mean,) * 3, (std,) * 3
     data = open_digits(root, train=True).data.astype(np.float64) / 255.0
     return tuple(data.mean(axis=(0, 1, 2))), tuple(data.std(axis=(0, 1, 2)))
 
@@ -142,22 +234,22 @@ def load_dataset(name: str, root: str | Path | None, train: bool, augment: bool 
     """The train or test split of `name` with the standard transforms.
 
     Args:
-        name: "cifar10" or "digits".
+        name: "cifar10", "digits" or "fashion-mnist".
         root: data root ("" or None: $PRUNEX_DATA, else ./data).
         train: train split (augmented unless `augment=False`) or test split (never augmented).
         augment: override augmentation of the train split.
     """
     root = Path(root) if root else default_root()
-    if name not in ("digits", "cifar10"):
-        raise ValueError(f"unknown dataset {name!r}; known: cifar10, digits")
-    opener = open_digits if name == "digits" else _open_cifar10
+    if name not in OPENERS:
+        raise ValueError(f"unknown dataset {name!r}; known: {', '.join(OPENERS)}")
+    opener = OPENERS[name]
     opener(root, train=train)  # made, checked and readable before anything else reads it
     mean, std = _stats(name, root)
     augment = train if augment is None else augment
     steps: list = []
     if augment:
         steps.append(transforms.RandomCrop(32, padding=4))
-        if name == "cifar10":
+        if name != "digits":
             steps.append(transforms.RandomHorizontalFlip())
     steps += [transforms.ToTensor(), transforms.Normalize(mean, std)]
     return opener(root, train=train, transform=transforms.Compose(steps))
@@ -211,19 +303,31 @@ def shard_loader(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m prunex.data", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
-    dl = sub.add_parser("download", help="download CIFAR-10 with torchvision (needs a network)")
+    dl = sub.add_parser("download", help="download CIFAR-10 or Fashion-MNIST with torchvision (needs a network)")
     dl.add_argument("--root", default=str(default_root()))
+    dl.add_argument("--dataset", choices=("cifar10", "fashion-mnist"), default="cifar10")
     mk = sub.add_parser("make-digits", help="write the offline digits dataset in CIFAR-10 format")
     mk.add_argument("--root", default=str(default_root()))
+    fm = sub.add_parser("fashion-mnist", help="unpack Fashion-MNIST from Debian's dataset-fashion-mnist package")
+    fm.add_argument("--root", default=str(default_root()))
+    fm.add_argument("--source", default=str(FASHION_SOURCE), help="folder of the four .gz files")
     args = parser.parse_args(argv)
     if args.cmd == "download":
+        kind = CIFAR10 if args.dataset == "cifar10" else FashionMNIST
         try:
-            CIFAR10(args.root, train=True, download=True)
-            CIFAR10(args.root, train=False, download=True)
+            kind(args.root, train=True, download=True)
+            kind(args.root, train=False, download=True)
         except (OSError, RuntimeError) as e:  # no network, a proxy, a full disk: one line
-            print(f"error: downloading CIFAR-10 into {args.root} failed: {type(e).__name__}: {e}", file=sys.stderr)
+            what = f"downloading {args.dataset} into {args.root}"
+            print(f"error: {what} failed: {type(e).__name__}: {e}", file=sys.stderr)
             return 1
-        print(f"CIFAR-10 is in {Path(args.root) / CIFAR10.base_folder}")
+        print(f"{args.dataset} is in {args.root}")
+    elif args.cmd == "fashion-mnist":
+        try:
+            print(f"Fashion-MNIST is in {install_fashion_mnist(args.root, args.source)}")
+        except (DatasetMissing, OSError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
     else:
         print(f"digits dataset is in {make_digits(args.root)}")
     return 0

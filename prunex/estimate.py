@@ -46,7 +46,8 @@ from prunex.perfmodel.workload import (
 )
 from prunex.sites import TimeLimitPolicy
 
-TEST_SIZES = {"cifar10": 10_000, "digits": 359}  # held-out images, split among the ranks (prunex.data)
+# held-out images, split among the ranks (prunex.data)
+TEST_SIZES = {"cifar10": 10_000, "digits": 359, "fashion-mnist": 10_000}
 FORWARD_SHARE = 1.0 / 3.0  # forward pass of a training step's forward + backward (~2x forward) + update
 
 

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from prunex.config import RunConfig
+from prunex.config import RHO_SCHEDULES, RunConfig
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,13 @@ class Section:
 
 
 SECTIONS: dict[str, Section] = {
-    "admm": Section(choices={"wire_dtype": ("fp32", "bf16", "fp16"), "inter_exchange": ("leader", "sharded")}),
+    "admm": Section(
+        choices={
+            "wire_dtype": ("fp32", "bf16", "fp16"),
+            "inter_exchange": ("leader", "sharded"),
+            "rho_schedule": RHO_SCHEDULES,
+        }
+    ),
     "topk": Section(prefix="topk_"),
     "pactrain": Section(),
     "ddp": Section(choices={"grad_dtype": ("fp32", "bf16", "fp16")}),
@@ -60,9 +66,10 @@ HELP = {
     "export": "after training: export the compact model and bench inference (prunex.export, prunex.bench.inference)",
     "admm.layers": "fnmatch glob of the constrained parameter names",
     "admm.momentum_policy": "ADMM: SGD momentum across outer iterations, carry or reset",
+    "admm.rho_schedule": "ADMM: penalties grow to rho_max by T_freeze besides residual balancing (grow), or balance",
     "admm.average_bn_stats": "ADMM: average BatchNorm statistics at every consensus (unset: only with --bn-batches 0)",
     "link.model": "none, alpha-beta or netns-tc",
-    "prune_finetune.init_from": "prune_finetune: run (same experiment) whose final model is pruned",
+    "init_from": "finished run (same experiment) whose final model every rank starts from (prune_finetune prunes it)",
     "prune_finetune.flops_from": "prune_finetune: run whose exported FLOPs fraction is the target",
 }
 _TYPES = {"int": int, "float": float, "str": str}

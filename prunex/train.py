@@ -151,6 +151,8 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
 
     seed_everything(config.seed)  # identical initial model on every rank
     model = build_model(config.model).to(device)
+    if config.init_from:  # Alg. 1 line 1 "Pre-trained": the same start for every method that names it
+        model.load_state_dict(load_init(config), strict=True)
     seed_everything(config.seed * 1_000_003 + topo.rank)  # per-rank augmentation
     train_set = load_dataset(config.dataset, config.data_root, train=True)
     if config.train_subset:
@@ -306,6 +308,15 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
         summary = {"iterations": k + 1, "wall_s": wall, "final_test_acc": test_acc}
         print(f"[{config.name}] done: {json.dumps(summary)}", flush=True)
     return run_dir
+
+
+def load_init(config: RunConfig) -> dict[str, torch.Tensor]:
+    """The state of `config.init_from`'s final model (a finished run of the same experiment), on the CPU."""
+    run = Path(config.results).resolve() / config.experiment / config.init_from
+    weights = run / "final_model.pt"
+    if not (run / "DONE").exists() or not weights.exists():
+        raise RuntimeError(f"--init-from {config.init_from}: {run} is not a finished run (no DONE or final_model.pt)")
+    return torch.load(weights, map_location="cpu", weights_only=True)
 
 
 def _checkpoint_row(stats: checkpoint.SaveStats, topo) -> dict[str, Any]:

@@ -42,3 +42,60 @@ def test_shards_are_disjoint_equal_and_seeded(data_root: Path, world: int) -> No
 def test_missing_cifar10_names_the_download_command(tmp_path: Path) -> None:
     with pytest.raises(DatasetMissing, match="python -m prunex.data download --root"):
         load_dataset("cifar10", tmp_path, train=True)
+
+
+def _idx_gz(path: Path, array: np.ndarray) -> None:
+    """An IDX file (the MNIST format: magic, dims, uint8 data), gzipped."""
+    import gzip
+    import struct
+
+    magic = 0x0800 + array.ndim  # 0x08: unsigned byte
+    with gzip.open(path, "wb") as f:
+        f.write(struct.pack(">I", magic) + b"".join(struct.pack(">I", d) for d in array.shape) + array.tobytes())
+
+
+def _fake_fashion(folder: Path, n_train: int = 12, n_test: int = 6) -> None:
+    rng = np.random.default_rng(0)
+    folder.mkdir(parents=True)
+    for split, n in (("train", n_train), ("t10k", n_test)):
+        _idx_gz(folder / f"{split}-images-idx3-ubyte.gz", rng.integers(1, 256, (n, 28, 28), dtype=np.uint8))
+        _idx_gz(folder / f"{split}-labels-idx1-ubyte.gz", (np.arange(n) % 10).astype(np.uint8))
+
+
+def test_fashion_mnist_is_unpacked_padded_and_three_channel(tmp_path: Path) -> None:
+    from prunex.data import install_fashion_mnist
+
+    _fake_fashion(tmp_path / "src")
+    root = tmp_path / "data"
+    raw = install_fashion_mnist(root, tmp_path / "src")
+    assert all((raw / f).stat().st_mode & 0o044 == 0o044 for f in ("train-images-idx3-ubyte", "t10k-labels-idx1-ubyte"))
+    assert install_fashion_mnist(root, tmp_path / "nowhere") == raw  # idempotent: the source is not read again
+    train = load_dataset("fashion-mnist", root, train=True, augment=False)
+    test = load_dataset("fashion-mnist", root, train=False)
+    assert (len(train), len(test)) == (12, 6)
+    x, y = train[3]
+    assert tuple(x.shape) == (3, 32, 32) and y == 3
+    assert np.array_equal(x[0].numpy(), x[2].numpy())  # gray on every channel
+    border = x[0].numpy().copy()
+    border[2:30, 2:30] = np.nan
+    assert np.nanmax(border) == np.nanmin(border)  # the 2-pixel zero padding, one normalised value
+
+
+def test_missing_fashion_mnist_names_the_package(tmp_path: Path) -> None:
+    from prunex.data import install_fashion_mnist
+
+    with pytest.raises(DatasetMissing, match="apt-get install dataset-fashion-mnist"):
+        install_fashion_mnist(tmp_path / "data", tmp_path / "empty")
+    assert not (tmp_path / "data" / "FashionMNIST" / "raw" / "train-images-idx3-ubyte").exists()
+
+
+@pytest.mark.skipif(
+    not Path("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz").exists(),
+    reason="Debian's dataset-fashion-mnist is not installed (.ci/install-minicluster.sh installs it)",
+)
+def test_the_real_fashion_mnist_from_debian(tmp_path: Path) -> None:
+    train = load_dataset("fashion-mnist", tmp_path, train=True, augment=False)
+    test = load_dataset("fashion-mnist", tmp_path, train=False)
+    assert (len(train), len(test)) == (60_000, 10_000)
+    labels = np.asarray(test.targets)
+    assert sorted(np.bincount(labels)) == [1000] * 10  # 1,000 test images per class

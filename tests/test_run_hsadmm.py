@@ -95,3 +95,24 @@ def test_residuals_fall(run: Path) -> None:
     assert set(res["level"]) == {"intra", "inter"}
     assert set(res.loc[res["level"] == "inter", "rank"]) == {0, 2}
     assert (res["rho"] <= 10.0).all()
+
+
+def test_the_logged_accuracy_is_the_exported_models(run: Path) -> None:
+    """The accuracy the run logs last is that of `final_model.pt` on the whole test split, and the exported
+    compact model predicts the same: the model a run reports is the model it exports (issue 26)."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    from prunex.data import load_dataset
+    from prunex.evaluation import evaluate
+    from prunex.export import compact, load_run_model
+
+    model, config = load_run_model(run)
+    loader = DataLoader(load_dataset(config["dataset"], config["data_root"], train=False), batch_size=256)
+    steps = pd.read_parquet(run / "steps.parquet").sort_values("iteration")
+    logged = steps["test_acc"].iloc[-1]
+    assert not math.isnan(logged), "the last iteration was not evaluated"
+    cpu = torch.device("cpu")
+    assert evaluate(model, loader, cpu) == logged
+    small, _ = compact(model)
+    assert evaluate(small, loader, cpu) == logged

@@ -47,6 +47,9 @@ class ConsensusEngine:
     STATE: tuple[str, ...] = ("u", "z")  # per-parameter tensors
     ANCHOR = "z"  # the consensus variable the proximal term of phase 1 pulls theta towards
     PENALTIES: tuple[str, ...] = ("rho_intra",)
+    DUALS: tuple[str, ...] = ("u",)  # scaled duals, zeroed at the start of masked retraining
+    DUAL_OF = {"rho_intra": "u"}  # the scaled dual each penalty scales (rescaled when the penalty changes)
+    RESTART_FROM_Z: tuple[str, ...] = ()  # per-parameter state set to z then (H-SADMM: z_i)
 
     def __init__(
         self,
@@ -70,6 +73,7 @@ class ConsensusEngine:
             self.u = {n: torch.zeros_like(t) for n, t in self.theta.items()}
             self.z = {n: t.detach().clone() for n, t in self.theta.items()}
         self.rho_intra = dict.fromkeys(self.names, cfg.rho_intra)
+        self.initial_rho = {"rho_intra": cfg.rho_intra, "rho_inter": cfg.rho_inter}
         # Alg. 1 line 1: m_global = 1
         self.masks = {
             n: GroupMask.full(tuple(self.theta[n].shape), self.device, s.with_shape) for n, s in self.sparsity.items()
@@ -90,14 +94,56 @@ class ConsensusEngine:
         consensus = getattr(self, self.ANCHOR)
         return {n: consensus[n] - self.u[n] for n in self.names}
 
-    def begin_round(self, force_frozen: bool) -> bool:
-        """Start a consensus round: freeze the mask when asked (masked retraining), then wait for every
+    def begin_round(self, k: int, force_frozen: bool) -> bool:
+        """Start consensus round ``k``: freeze the mask when asked (masked retraining), then wait for every
         rank (ranks finish local training at different times; the wait is logged as a `barrier`, so
         the collectives that follow are timed as transfers). Returns whether the mask is dynamic."""
         if force_frozen:
-            self.freeze.force()
+            self.freeze.force(k)
         self.comm.barrier("flat")
         return not self.freeze.frozen
+
+    @torch.no_grad()
+    def restart_on_mask(self) -> None:
+        """Masked retraining's start (sec. 4.5, as README "H-SADMM" reads it): the problem is now training on
+        the fixed mask, so every rank's theta restarts from the masked consensus z and the consensus state
+        from there: the scaled duals (u; H-SADMM also v) are 0, H-SADMM's z_i is z. The duals held the
+        history of the dense theta's distance to the dynamic projection; on the mask that history is moot,
+        and keeping it would pull theta towards z_i - u, a point off the new problem's consensus. The
+        penalties start again from their initial values (grown to the cap they would hold every theta at
+        its anchor, and training on the mask would stall); balancing goes on from there."""
+        for key in self.PENALTIES:
+            setattr(self, key, dict.fromkeys(self.names, self.initial_rho[key]))
+        for n in self.names:
+            self.theta[n].copy_(self.z[n])
+            for key in self.DUALS:
+                getattr(self, key)[n].zero_()
+            for key in self.RESTART_FROM_Z:
+                getattr(self, key)[n].copy_(self.z[n])
+
+    @torch.no_grad()
+    def grow_penalties(self) -> None:
+        """``rho_schedule == "grow"``, after a dynamic round: every layer's penalty times
+        g = (rho_max / initial)^(1 / T_freeze), capped at rho_max, its scaled dual rescaled as in residual
+        balancing (rho y unchanged). From the initial value the cap is reached after T_freeze rounds, the
+        iteration at which the mask is frozen at the latest (`ADMMConfig.rho_schedule`)."""
+        if self.cfg.rho_schedule != "grow":
+            return
+        for key in self.PENALTIES:
+            rho, dual = getattr(self, key), getattr(self, self.DUAL_OF[key])
+            g = (self.cfg.rho_max / self.initial_rho[key]) ** (1.0 / self.cfg.freeze_iteration)
+            for n, old in rho.items():
+                new = min(old * g, self.cfg.rho_max)
+                if new != old:
+                    dual[n].mul_(old / new)
+                    rho[n] = new
+
+    def train_masks(self) -> dict[str, torch.Tensor]:
+        """Per constrained layer, the frozen global mask as a 0/1 tensor broadcastable to the parameter, in its
+        dtype: what masked retraining multiplies theta's gradients by."""
+        if not self.frozen:
+            raise RuntimeError("the mask is not frozen")
+        return {n: g.element_mask().to(self.dtype) for n, g in self.masks.items()}
 
     # -- residual table and logs ---------------------------------------------------------------------
     def total(self, rows: list[list[float]]) -> list[list[float]]:

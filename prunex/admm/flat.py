@@ -40,7 +40,7 @@ class FlatADMM(ConsensusEngine):
     def consensus(self, k: int, *, force_frozen: bool = False) -> ConsensusResult:
         topo, comm = self.topo, self.comm
         N = topo.world_size
-        dynamic = self.begin_round(force_frozen)
+        dynamic = self.begin_round(k, force_frozen)
         summed, buffer_sums = sum_theta_plus_u(self.theta, self.u, self.buffers, self.buckets, comm, "flat")
 
         drift: dict[str, int] = {}
@@ -80,5 +80,7 @@ class FlatADMM(ConsensusEngine):
             rows += norms[n].log_rows(base, self.rho_intra[n])
         if self.cfg.adaptive_rho:
             rebalance(self.rho_intra, self.u, residuals, self.cfg)
+        if dynamic:
+            self.grow_penalties()
         converged = all(r.converged for r in residuals.values())
         return ConsensusResult(converged, froze_now, rows, self.mask_rows(k, drift))

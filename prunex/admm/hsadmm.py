@@ -62,6 +62,9 @@ class HSADMM(ConsensusEngine):
     STATE = ("u", "v", "z_node", "z")
     PENALTIES = ("rho_intra", "rho_inter")
     ANCHOR = "z_node"  # eq. (8): rho_1 (theta - z_i + u)
+    DUALS = ("u", "v")
+    DUAL_OF = {"rho_intra": "u", "rho_inter": "v"}
+    RESTART_FROM_Z = ("z_node",)
 
     def init_engine(self) -> None:
         with torch.no_grad():
@@ -101,7 +104,7 @@ class HSADMM(ConsensusEngine):
         """One consensus round after the local training of outer iteration `k` (0-based)."""
         topo, comm = self.topo, self.comm
         P, M = topo.procs_per_node, topo.nodes
-        dynamic = self.begin_round(force_frozen)
+        dynamic = self.begin_round(k, force_frozen)
         # Phase 2 (lines 6-8): intra-node AllReduce(sum) of theta + u, then the z_i step.
         summed, node_buffers = sum_theta_plus_u(self.theta, self.u, self.buffers, self.intra_buckets, comm, "intra")
         dz_node: dict[str, float] = {}
@@ -185,6 +188,8 @@ class HSADMM(ConsensusEngine):
         if self.cfg.adaptive_rho:  # line 31
             rebalance(self.rho_intra, self.u, {n: r[0] for n, r in residuals.items()}, self.cfg)
             rebalance(self.rho_inter, self.v, {n: r[1] for n, r in residuals.items()}, self.cfg)
+        if dynamic:
+            self.grow_penalties()
         mask_rows = self.mask_rows(k, drift, self.node_masks if dynamic else None)
         overhead = {
             "iteration": k,

@@ -4,11 +4,17 @@ One iteration is one outer ADMM iteration: phase 1, E local epochs of SGD (momen
 decay) with the proximal term rho_1 (theta - z_i + u) of eq. (8) added to every gradient; then
 the engine's consensus (phases 2-5, `prunex.admm.hsadmm.HSADMM`).
 
-Masked retraining (sec. 4.5, Alg. 1 line 11): after the outer loop (or once the residuals have
-converged), `--retrain-epochs R` more iterations run with the mask frozen and one local epoch
-each. The evaluated and final model is the masked consensus z; its BatchNorm statistics are
-re-estimated before evaluation (`--bn-batches`), or, with `--bn-batches 0`, those the engine averaged
-over all ranks at every consensus (only then are they sent: `RunConfig.averages_bn_stats`).
+Training on the frozen mask (sec. 4.5, Alg. 1 line 11): once the mask is frozen (`prunex.admm.freeze`:
+settled, at T_freeze, or for retraining), "standard distributed training on a fixed sparse manifold".
+At the first iteration on the frozen mask every rank's theta restarts from the masked consensus z, with
+the duals and SGD momentum zeroed (`ConsensusEngine.restart_on_mask`); from then on every SGD step
+multiplies the constrained layers' gradients by the mask, so theta, its momentum and z stay exactly zero
+off the mask. After the outer loop (or once the residuals have converged) `--retrain-epochs R` more
+iterations run on the frozen mask, one local epoch each. The evaluated, exported and final model is the
+masked consensus z (equal to theta's average on the mask); its BatchNorm statistics are re-estimated
+before evaluation (`--bn-batches`), or, with `--bn-batches 0`, those the engine averaged over all ranks
+at every consensus (only then are they sent: `RunConfig.averages_bn_stats`). `freeze.parquet` records
+when the mask froze and why.
 
 SGD momentum (`ADMMConfig.momentum_policy`): one optimizer serves the whole run, so by default
 ("carry") the momentum buffers of one phase 1 carry into the next outer iteration's, across the jump
@@ -56,6 +62,8 @@ class ADMMMethod(Method):
         self.eval_copy = copy.deepcopy(model)
         self.epochs_done = 0
         self.retrain_left: int | None = None  # set when the outer loop ends
+        self.masked_from: int | None = None  # the first iteration trained on the frozen mask
+        self._train_masks: dict[str, torch.Tensor] | None = None
 
     @property
     def num_iterations(self) -> int:
@@ -70,6 +78,7 @@ class ADMMMethod(Method):
             self.optimizer.state.clear()  # zero momentum: a fresh solve of eq. (8) around the new anchor
         anchors = self.engine.anchors()  # z_i^k - u^k, fixed during phase 1
         rho = self.engine.rho_intra
+        on_mask = self.masks_for_training()  # {} while the mask is dynamic
         total, count = 0.0, 0
         for _ in range(epochs):
             for x, y in self.batches(self.epochs_done):
@@ -79,17 +88,41 @@ class ADMMMethod(Method):
                 with torch.no_grad():
                     for n, p in self.params.items():
                         p.grad.add_(p - anchors[n], alpha=rho[n])  # + rho_1 (theta - z_i + u)
+                        if n in on_mask:  # frozen mask: no step off it (theta and momentum stay 0 there)
+                            p.grad.mul_(on_mask[n])
                 self.optimizer.step()
                 total += loss.item()
                 count += 1
             self.epochs_done += 1
         return check_finite(total / max(count, 1), f"{self.name} local training")
 
+    def masks_for_training(self) -> dict[str, torch.Tensor]:
+        """The frozen mask per constrained layer, for phase 1 (empty while the mask is dynamic); the first
+        call after the freeze restarts training on the mask (module docstring)."""
+        if not self.engine.frozen:
+            return {}
+        if self._train_masks is None:
+            self._train_masks = self.engine.train_masks()
+        return self._train_masks
+
+    def start_on_mask(self, k: int) -> None:
+        """Iteration ``k`` is the first on the frozen mask: theta from the masked consensus, duals and
+        momentum zeroed (`ConsensusEngine.restart_on_mask`)."""
+        self.engine.restart_on_mask()
+        self.optimizer.state.clear()
+        self.masked_from = k
+
     def train_iteration(self, k: int) -> IterationResult:
         a = self.ctx.config.admm
         retraining = self.retrain_left is not None or k >= a.iterations
+        if retraining and self.engine.freeze.force(k) and self.ctx.topo.rank == 0:
+            self.ctx.log.append("freeze", [self.engine.freeze.row(k)])
+        if self.engine.frozen and self.masked_from is None:
+            self.start_on_mask(k)
         loss = self.local_training(1 if retraining else a.local_epochs)
         result = self.engine.consensus(k, force_frozen=retraining)
+        if result.frozen and self.ctx.topo.rank == 0:
+            self.ctx.log.append("freeze", [self.engine.freeze.row(k)])
         self.ctx.log.append("residuals", result.residual_rows)
         self.ctx.log.append("masks", result.mask_rows)
         self.ctx.log.append("overhead", result.overhead_rows)
@@ -135,7 +168,12 @@ class ADMMMethod(Method):
         u. Per node: z_i and v. Replicated: z, penalties, masks, freeze state, epoch counters."""
         params, buffers = model_state(self.ctx.model)
         out: dict[str, dict[str, Any]] = {
-            "replicated": {"epochs_done": self.epochs_done, "retrain_left": self.retrain_left, "engine": {}},
+            "replicated": {
+                "epochs_done": self.epochs_done,
+                "retrain_left": self.retrain_left,
+                "masked_from": self.masked_from,
+                "engine": {},
+            },
             "node": {"engine": {}},
             "rank": {"params": params, "buffers": buffers, "optimizer": self.optimizer.state_dict(), "engine": {}},
         }
@@ -150,7 +188,9 @@ class ADMMMethod(Method):
         self.engine.load_state_dict(
             {k: v for role in ("replicated", "node", "rank") for k, v in state[role]["engine"].items()}
         )
-        self.epochs_done, self.retrain_left = state["replicated"]["epochs_done"], state["replicated"]["retrain_left"]
+        rep = state["replicated"]
+        self.epochs_done, self.retrain_left = rep["epochs_done"], rep["retrain_left"]
+        self.masked_from = rep.get("masked_from")  # absent in checkpoints written before masked retraining
 
 
 class HSADMMMethod(ADMMMethod):

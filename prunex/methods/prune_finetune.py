@@ -1,13 +1,13 @@
 """`prune_finetune`: the prune-then-finetune baseline beside H-SADMM (issue 17; Li et al. 2017).
 
-A dense model trained by another run (`--init-from`, e.g. a `ddp` run of the same experiment) is
-pruned once, before the first step, by `prunex.pruning.oneshot.prune_to_flops`: L1 norms of the
-filters, the same fraction of every internal channel space, the largest fraction whose exported
-model has at most the target FLOPs: `--flops-from RUN`'s achieved fraction (its `export.json`,
-written by `prunex.export`), else `--flops-keep`. It is then fine-tuned with DDP exactly like the
-`ddp` method (same hook, same logs) for `--epochs` epochs, the mask enforced after every step
-(pruned weights back to zero), which trains exactly the physically pruned network: pruned
-channels are read by nobody, so they pass no gradient to the kept weights.
+A dense model trained by another run (`--init-from`, e.g. a `ddp` run of the same experiment; loaded
+into every rank's model by the trainer, as for every method) is pruned once, before the first step, by
+`prunex.pruning.oneshot.prune_to_flops`: L1 norms of the filters, the same fraction of every internal
+channel space, the largest fraction whose exported model has at most the target FLOPs: `--flops-from
+RUN`'s achieved fraction (its `export.json`, written by `prunex.export`), else `--flops-keep`. It is
+then fine-tuned with DDP exactly like the `ddp` method (same hook, same logs) for `--epochs` epochs,
+the mask enforced after every step (pruned weights back to zero), which trains exactly the physically
+pruned network: pruned channels are read by nobody, so they pass no gradient to the kept weights.
 
 The experiment gives it the retraining budget H-SADMM gets (experiments/pareto.py). The mask is
 logged once as `final_masks` (layer, out_keep, in_keep, density), and the pruning decision as
@@ -51,17 +51,13 @@ class PruneFinetune(DDP):
     name = "prune_finetune"
 
     def __init__(self, ctx: Context) -> None:
-        pf = ctx.config.prune_finetune
-        weights = _run_dir(ctx, pf.init_from) / "final_model.pt"
-        if not weights.exists():
-            raise RuntimeError(f"prune_finetune: the dense run has no {weights} (not finished?)")
-        ctx.model.load_state_dict(torch.load(weights, map_location=ctx.device, weights_only=True))
-        target = flops_target(ctx)
+        target = flops_target(ctx)  # ctx.model is --init-from's (prunex.train)
         self.masks, keep, achieved = prune_to_flops(ctx.model, target)
         apply_masks(ctx.model, self.masks)
         super().__init__(ctx)  # DDP wraps the pruned model
         if ctx.topo.rank == 0:
-            row = {"target_flops_fraction": target, "flops_fraction": achieved, "keep": keep, "init_from": pf.init_from}
+            init = ctx.config.init_from
+            row = {"target_flops_fraction": target, "flops_fraction": achieved, "keep": keep, "init_from": init}
             ctx.log.append("pruning", [row])
             ctx.log.append("final_masks", self.mask_rows())
 

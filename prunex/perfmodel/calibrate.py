@@ -36,7 +36,8 @@ from prunex.commcost import FIT_WEIGHTINGS, bandwidth_bytes, fit_alpha_beta, rin
 from prunex.methods.registry import method_info
 from prunex.perfmodel.formulas import Link, Network
 
-DATASET_SIZES = {"cifar10": 50_000, "digits": 1_438}  # training images (README: digits 80% of 1,797)
+# training images (README: digits 80% of 1,797)
+DATASET_SIZES = {"cifar10": 50_000, "digits": 1_438, "fashion-mnist": 60_000}
 CLUSTERS_DIR = Path(__file__).resolve().parent.parent.parent / "clusters"
 
 
