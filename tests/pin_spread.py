@@ -8,7 +8,10 @@ from the pinned numerics (`tests/pins.py`'s `deviation`) to tests/golden/spread.
 in float32 with oneDNN (the numerics of the pins before float64) show the size of the effect the
 float64 design has to absorb.
 
-    PYTHONPATH=. python tests/pin_spread.py        # ~5 min on the 2-core VM
+    PYTHONPATH=. python tests/pin_spread.py [CASE ...]   # ~17 min on the 2-core VM for all six cases
+
+Naming cases measures only those and keeps the other cases' rows (after a deliberate change to some
+methods' math, their spread is measured again with their pins).
 """
 
 from __future__ import annotations
@@ -58,18 +61,20 @@ def _call(rank: int, name: str, root: str, data_root: str, kwargs: dict) -> dict
     return run_case(rank, name, root, data_root, None, **kwargs)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     from prunex.data import make_digits
 
+    names = sys.argv[1:] if argv is None else argv
+    unknown = sorted(set(names) - set(CASES))
+    if unknown:
+        print(f"error: unknown case(s) {', '.join(unknown)}; known: {', '.join(CASES)}", file=sys.stderr)
+        return 2
     data_root = tempfile.mkdtemp(prefix="pin-data-")
     make_digits(data_root)
-    out: dict[str, object] = {
-        "host": platform.processor() or platform.machine(),
-        "cpu": _cpu_model(),
-        "date": time.strftime("%Y-%m-%d"),
-        "cases": {},
-    }
-    for name in CASES:
+    out: dict = json.loads(SPREAD.read_text()) if names and SPREAD.exists() else {"cases": {}}
+    out.update(host=platform.processor() or platform.machine(), cpu=_cpu_model())
+    out.setdefault("measured", dict.fromkeys(out["cases"], out.get("date", "unknown")))
+    for name in names or CASES:
         base = _run(name, ({}, {}), data_root)
         rows = {}
         for vname, variant in VARIANTS.items():
@@ -85,6 +90,9 @@ def main() -> int:
         }
         print(f"{name:26s} {'float32 avx2/512':18s} {worst:10.3g}  exact {len(exact)}  {where}", flush=True)
         out["cases"][name] = rows
+        out["measured"][name] = time.strftime("%Y-%m-%d")
+    out.pop("date", None)
+    out["cases"] = {n: out["cases"][n] for n in CASES if n in out["cases"]}
     SPREAD.write_text(json.dumps(out, indent=1) + "\n")
     return 0
 

@@ -44,7 +44,7 @@ class FlatADMM(ConsensusEngine):
         summed, buffer_sums = sum_theta_plus_u(self.theta, self.u, self.buffers, self.buckets, comm, "flat")
 
         drift: dict[str, int] = {}
-        norms: dict[str, FlatNorms] = {}
+        pending: list[torch.Tensor] = []  # per layer, the FlatNorms' norms in field order
         for n in self.names:
             z_new = z_node_step(summed[n], rho1=self.rho_intra[n], members=N, lam_share=self.lam)
             if n in self.sparsity:  # projection of the global z, after synchronisation
@@ -52,16 +52,17 @@ class FlatADMM(ConsensusEngine):
                 if mask is not None:
                     drift[n] = mask.drift(self.masks[n])
                     self.masks[n] = mask
-            dz = (z_new - self.z[n]).norm().item() ** 2
+            dz = (z_new - self.z[n]).norm()
             self.z[n].copy_(z_new)
             r, _ = dual_updates(self.u[n], self.theta[n], self.z[n])
-            norms[n] = FlatNorms(
-                r=r.norm().item() ** 2,
-                theta=self.theta[n].norm().item() ** 2,
-                u=self.u[n].norm().item() ** 2,
-                z=self.z[n].norm().item() ** 2,
-                dz=dz,
-            )
+            pending += [r.norm(), self.theta[n].norm(), self.u[n].norm(), self.z[n].norm(), dz]
+        # one device-to-host read for the round; squared on the host, as one .item() per norm gave them
+        values = torch.stack(pending).tolist() if pending else []
+        fields = ("r", "theta", "u", "z", "dz")
+        norms = {
+            n: FlatNorms(**{f: v**2 for f, v in zip(fields, values[5 * i : 5 * i + 5], strict=True)})
+            for i, n in enumerate(self.names)
+        }
         for b, t in buffer_sums.items():
             self.buffers[b].copy_(t / N)
 

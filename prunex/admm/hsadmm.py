@@ -56,6 +56,20 @@ from prunex.pruning import GroupMask
 __all__ = ["HSADMM", "ConsensusResult"]
 
 
+NORM_FIELDS = ("r_intra", "theta", "z_node", "u", "r_inter", "z", "v", "dz_node", "dz")  # HSADMMNorms'
+
+
+def read_norms(names: list[str], pending: list[torch.Tensor]) -> dict[str, HSADMMNorms]:
+    """Every layer's squared norms from its `NORM_FIELDS` norms, stacked and read in one `tolist()` (the
+    values, squared in float64 on the host, are those one `.item()` per norm gave)."""
+    values = torch.stack(pending).tolist() if pending else []
+    width = len(NORM_FIELDS)
+    return {
+        n: HSADMMNorms(**{f: v**2 for f, v in zip(NORM_FIELDS, values[i * width : (i + 1) * width], strict=True)})
+        for i, n in enumerate(names)
+    }
+
+
 class HSADMM(ConsensusEngine):
     """Phases 2-5 of Alg. 1 for the parameters `theta` of one rank (arguments: `ConsensusEngine`)."""
 
@@ -107,7 +121,7 @@ class HSADMM(ConsensusEngine):
         dynamic = self.begin_round(k, force_frozen)
         # Phase 2 (lines 6-8): intra-node AllReduce(sum) of theta + u, then the z_i step.
         summed, node_buffers = sum_theta_plus_u(self.theta, self.u, self.buffers, self.intra_buckets, comm, "intra")
-        dz_node: dict[str, float] = {}
+        dz_node: dict[str, torch.Tensor] = {}  # norms stay on the device until the one read below
         for n in self.names:
             z_tilde = z_node_step(
                 summed[n],
@@ -121,7 +135,7 @@ class HSADMM(ConsensusEngine):
                 z_tilde, node_mask = project_or_freeze(z_tilde, self.sparsity[n], None if dynamic else self.masks[n])
                 if node_mask is not None:
                     self.node_masks[n] = node_mask
-            dz_node[n] = (z_tilde - self.z_node[n]).norm().item() ** 2
+            dz_node[n] = (z_tilde - self.z_node[n]).norm()
             self.z_node[n].copy_(z_tilde)
         node_buffers = {b: t / P for b, t in node_buffers.items()}
 
@@ -148,22 +162,15 @@ class HSADMM(ConsensusEngine):
         )
 
         # Phase 5 (lines 23-31): the z update, dual updates, residuals, penalty balancing.
-        norms: dict[str, HSADMMNorms] = {}
+        pending: list[torch.Tensor] = []  # per layer, the NORM_FIELDS' norms, in that order
         for n in self.names:
-            dz = (z_new[n] - self.z[n]).norm().item() ** 2
+            dz = (z_new[n] - self.z[n]).norm()
             self.z[n].copy_(z_new[n])
             r_intra, r_inter = dual_updates(self.u[n], self.theta[n], self.z_node[n], self.v[n], self.z[n])
-            norms[n] = HSADMMNorms(
-                r_intra=r_intra.norm().item() ** 2,
-                theta=self.theta[n].norm().item() ** 2,
-                z_node=self.z_node[n].norm().item() ** 2,
-                u=self.u[n].norm().item() ** 2,
-                r_inter=r_inter.norm().item() ** 2,
-                z=self.z[n].norm().item() ** 2,
-                v=self.v[n].norm().item() ** 2,
-                dz_node=dz_node[n],
-                dz=dz,
-            )
+            state = {"r_intra": r_intra, "theta": self.theta[n], "z_node": self.z_node[n], "u": self.u[n]}
+            state |= {"r_inter": r_inter, "z": self.z[n], "v": self.v[n]}
+            pending += [state[f].norm() for f in NORM_FIELDS[:7]] + [dz_node[n], dz]
+        norms = read_norms(self.names, pending)  # one device-to-host read for the round (Alg. 1 line 28)
         for b, t in global_buffers.items():
             self.buffers[b].copy_(t)
 

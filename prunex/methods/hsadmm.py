@@ -79,7 +79,7 @@ class ADMMMethod(Method):
         anchors = self.engine.anchors()  # z_i^k - u^k, fixed during phase 1
         rho = self.engine.rho_intra
         on_mask = self.masks_for_training()  # {} while the mask is dynamic
-        total, count = 0.0, 0
+        losses: list[torch.Tensor] = []  # read once after phase 1, not once per step (a device sync each)
         for _ in range(epochs):
             for x, y in self.batches(self.epochs_done):
                 self.optimizer.zero_grad(set_to_none=True)
@@ -91,10 +91,10 @@ class ADMMMethod(Method):
                         if n in on_mask:  # frozen mask: no step off it (theta and momentum stay 0 there)
                             p.grad.mul_(on_mask[n])
                 self.optimizer.step()
-                total += loss.item()
-                count += 1
+                losses.append(loss.detach())
             self.epochs_done += 1
-        return check_finite(total / max(count, 1), f"{self.name} local training")
+        total = sum(torch.stack(losses).tolist()) if losses else 0.0  # the per-step values, added in order
+        return check_finite(total / max(len(losses), 1), f"{self.name} local training")
 
     def masks_for_training(self) -> dict[str, torch.Tensor]:
         """The frozen mask per constrained layer, for phase 1 (empty while the mask is dynamic); the first

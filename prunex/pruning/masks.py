@@ -51,6 +51,7 @@ class GroupMask:
         # sorted index sets (nonzero returns increasing indices): every leader packs the same layout
         self.out_idx = torch.nonzero(self.out_keep).flatten()
         self.in_idx = torch.nonzero(self.in_keep).flatten()
+        self._density: float | None = None  # read from the device once per mask (a frozen mask: once)
 
     # -- construction -----------------------------------------------------------------------------
     @classmethod
@@ -128,7 +129,9 @@ class GroupMask:
 
     def density(self) -> float:
         """Fraction of the weight's entries inside the support."""
-        return self.element_mask().float().mean().item()
+        if self._density is None:
+            self._density = self.element_mask().float().mean().item()
+        return self._density
 
     # -- mask sync and drift -----------------------------------------------------------------------
     def numel_vector(self) -> int:
