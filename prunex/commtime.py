@@ -65,10 +65,14 @@ def wait_split(comm: pd.DataFrame, wait_ops: Iterable[str] = WAIT_OPS) -> pd.Dat
 
 def last_arriver_comm(comm: pd.DataFrame, exclude_ops: Iterable[str] = ()) -> pd.Series:
     """Wait-free communication seconds per iteration on the critical path: per call the minimum over
-    the members of its group, the maximum over concurrent groups, summed per iteration. Calls whose
+    the members of its group (of the seconds it adds to the rank's union of spans), the maximum over
+    concurrent groups, summed per iteration. Calls whose
     op is in ``exclude_ops`` (e.g. `WAIT_OPS`) are left out; an iteration with no call left is absent."""
     cols = _CALL_COLUMNS + (["local_rank"] if "local_rank" in comm.columns else [])
-    c = comm[cols]
+    # calls in flight together (pipelined buckets) count once: each call's seconds outside the spans of
+    # the calls that started before it (`exclusive_s`, logged since issue 27; older logs: whole seconds)
+    c = comm.assign(seconds=comm["exclusive_s"]) if "exclusive_s" in comm.columns else comm
+    c = c[cols]
     excluded = list(exclude_ops)
     if excluded:
         c = c[~c["op"].isin(excluded)]

@@ -43,6 +43,24 @@ class Span(ABC):
     def seconds(self) -> float:
         """Seconds between start and stop (on CUDA: waits for the end event on first read)."""
 
+    @abstractmethod
+    def interval(self, origin: Span) -> tuple[float, float]:
+        """(start, stop) in seconds after ``origin``'s start, on the same clock (read after the work)."""
+
+
+def exclusive_seconds(intervals: list[tuple[float, float]]) -> list[float]:
+    """Per interval, the seconds it adds to the union of those that start before it (a sweep by start):
+    the values sum to the length of the union, so spans in flight together (pipelined buckets, DDP's
+    buckets when communication is the bottleneck) are not counted twice. Disjoint intervals keep their
+    lengths."""
+    out = [0.0] * len(intervals)
+    covered = -float("inf")
+    for i in sorted(range(len(intervals)), key=lambda j: intervals[j][0]):
+        start, stop = intervals[i]
+        out[i] = max(0.0, stop - max(start, covered))
+        covered = max(covered, stop)
+    return out
+
 
 class Timer(ABC):
     device_type: str = ""
@@ -68,6 +86,10 @@ class _CPUSpan(Span):
         if self.t1 is None:
             raise RuntimeError("span read before stop()")
         return self.t1 - self.t0
+
+    def interval(self, origin: Span) -> tuple[float, float]:
+        assert isinstance(origin, _CPUSpan)
+        return self.t0 - origin.t0, self.t0 - origin.t0 + self.seconds
 
 
 class CPUTimer(Timer):
@@ -100,6 +122,13 @@ class _CUDASpan(Span):
             self.end.synchronize()
             self._seconds = self.begin.elapsed_time(self.end) / 1e3  # elapsed_time is in milliseconds
         return self._seconds
+
+    def interval(self, origin: Span) -> tuple[float, float]:
+        assert isinstance(origin, _CUDASpan)
+        seconds = self.seconds  # waits for this span's events
+        origin.begin.synchronize()
+        start = origin.begin.elapsed_time(self.begin) / 1e3
+        return start, start + seconds
 
 
 class CUDATimer(Timer):

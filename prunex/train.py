@@ -199,7 +199,8 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
         records = comm.drain()  # after the iteration: reads its spans (CUDA: waits for their events)
         iter_s = span.seconds
         wall += iter_s
-        comm_s = sum(r["seconds"] for r in records if r["iteration"] == k)
+        # the union of the iteration's collective spans: calls in flight together count once
+        comm_s = sum(r["exclusive_s"] for r in records if r["iteration"] == k)
         last = k + 1 == total or method.finished
         test_acc, reason = float("nan"), None
         if result.evaluate:

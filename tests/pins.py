@@ -15,7 +15,7 @@ from prunex.config import ADMMConfig, PacTrainConfig, RunConfig, TopKConfig
 
 GOLDEN = Path(__file__).parent / "golden" / "runs.json"
 SPREAD = Path(__file__).parent / "golden" / "spread.json"
-TIMES = ("wall_s", "comm_s", "compute_s", "iter_s", "seconds")
+TIMES = ("wall_s", "comm_s", "compute_s", "iter_s", "seconds", "exclusive_s")
 TABLES = ("steps", "comm", "residuals", "masks", "final_masks")
 
 # Set in the ranks' processes before torch loads (tests/distributed.py's `env`): one ATen kernel set

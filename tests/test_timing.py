@@ -36,3 +36,49 @@ def test_alpha_beta_link_model_is_cpu_only() -> None:
         Comm(topo, None, torch.device("cuda", 0), LinkConfig(model="alpha-beta"))
     with pytest.raises(ConfigError, match="alpha-beta"):
         RunConfig(method="ddp", device="cuda", link=LinkConfig(model="alpha-beta"))
+
+
+def test_exclusive_seconds_sum_to_the_union_of_overlapping_spans() -> None:
+    """Spans in flight together (pipelined buckets: bucket b launched before b-1 completes) count once."""
+    from prunex.timing import exclusive_seconds
+
+    assert exclusive_seconds([(0.0, 1.0), (2.0, 3.0)]) == [1.0, 1.0]  # disjoint: their lengths
+    assert exclusive_seconds([(0.0, 4.0), (3.0, 6.0), (5.0, 7.0)]) == [4.0, 2.0, 1.0]  # a pipeline: union 7
+    assert exclusive_seconds([(2.0, 5.0), (0.0, 10.0)]) == [0.0, 10.0]  # nested, recorded out of order
+    assert exclusive_seconds([]) == []
+
+
+def test_drained_calls_in_flight_together_add_up_to_their_union() -> None:
+    """Two asynchronous AllReduces on one real gloo process, the second launched before the first is
+    waited: their seconds overlap, their exclusive seconds add up to the union of the two spans."""
+    from distributed import run_distributed
+
+    out = run_distributed(_two_in_flight, 1)[0]
+    first, second = out["rows"]
+    assert first["seconds"] + second["seconds"] > out["union"] + 0.5 * out["overlap"]  # the spans overlap
+    assert abs(first["exclusive_s"] + second["exclusive_s"] - out["union"]) < 1e-9
+
+
+def _two_in_flight(rank: int) -> dict:
+    import time
+
+    import torch
+
+    from prunex.comm import Comm
+    from prunex.topology import build_groups, discover
+
+    topo = discover(1, 1)
+    comm = Comm(topo, build_groups(topo, 60), torch.device("cpu"))
+    a, b = torch.ones(8), torch.ones(8)
+    wait_a = comm.all_reduce_start(a, "flat")
+    time.sleep(0.05)
+    wait_b = comm.all_reduce_start(b, "flat")
+    time.sleep(0.05)
+    wait_a()
+    time.sleep(0.05)
+    wait_b()
+    spans = [r.seconds for r in comm.records]
+    intervals = [s.interval(comm._origin) for s in spans]
+    union = max(e for _, e in intervals) - min(s for s, _ in intervals)
+    overlap = min(e for _, e in intervals) - max(s for s, _ in intervals)
+    return {"rows": comm.drain(), "union": union, "overlap": overlap}

@@ -30,7 +30,7 @@ from prunex.comm.bitset import pack_bits, unpack_bits
 from prunex.comm.volume import group_members, wire_bytes
 from prunex.commcost import Link
 from prunex.config import ConfigError, LinkConfig
-from prunex.timing import Span, timer_for
+from prunex.timing import Span, exclusive_seconds, timer_for
 from prunex.topology import Groups, Topology
 
 
@@ -85,6 +85,7 @@ class Comm:
                 "the alpha-beta link model emulates slow links for CPU runs; on GPUs use --link-model none"
             )
         self.timer = timer_for(device)
+        self._origin = self.timer.start()  # the clock's zero for the spans' intervals (never stopped)
         self._alpha_beta = AlphaBetaLink(link) if link is not None and link.model == "alpha-beta" else None
         self.iteration = 0
         self.current: str | None = None  # the collective in flight, for error messages
@@ -138,13 +139,26 @@ class Comm:
 
     def drain(self) -> list[dict]:
         """Hand over (and forget) the records made so far, as dicts, their seconds read (on CUDA this
-        waits for the recorded events: call it after the iteration)."""
-        out = []
+        waits for the recorded events: call it after the iteration). ``exclusive_s``: the seconds each
+        call adds to the union of the drained calls' spans (`prunex.timing.exclusive_seconds`), so that
+        calls in flight together (pipelined buckets, DDP's buckets) are counted once when summed; a
+        call recorded with plain seconds (no span) counts whole."""
+        out, intervals = [], []
         for r in self.records:
             row = {f.name: getattr(r, f.name) for f in fields(r)}
-            if isinstance(row["seconds"], Span):
-                row["seconds"] = row["seconds"].seconds
+            span = row["seconds"]
+            if isinstance(span, Span):
+                row["seconds"] = span.seconds
+                intervals.append(span.interval(self._origin))
+            else:
+                intervals.append((float("nan"), float("nan")))
             out.append(row)
+        spanned = [i for i, iv in enumerate(intervals) if iv[0] == iv[0]]
+        exclusive = exclusive_seconds([intervals[i] for i in spanned])
+        for row in out:
+            row["exclusive_s"] = row["seconds"]
+        for i, x in zip(spanned, exclusive, strict=True):
+            out[i]["exclusive_s"] = x
         self.records.clear()
         return out
 
