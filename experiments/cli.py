@@ -50,6 +50,7 @@ from prunex.launch import (
     launch,
     preflight,
     run_dir_for,
+    submission_key,
     submit,
     submitit_parameters,
     wait_all,
@@ -145,6 +146,16 @@ def dry_run(
         }
         print(json.dumps(row, sort_keys=True))
         total = total + estimate.gpu_hours if (estimate is not None and total is not None) else None
+    # what sbatch receives per submission: the runs of one wave with equal `submission_key` share a job array
+    for w, wave in enumerate(waves(configs)):
+        arrays: dict[tuple, list[RunConfig]] = {}
+        for c in wave:
+            arrays.setdefault(submission_key(c, slurm, "RESULTS/<experiment>/submitit"), []).append(c)
+        for (executor, nodes, tasks, _, limit), runs in arrays.items():
+            print(
+                f"[{name}] submission (wave {w + 1}): {len(runs)} run(s) on {executor}, {nodes}x{tasks}, "
+                f"time limit {limit} min: {', '.join(c.name for c in runs)}"
+            )
     if total is None:
         print(f"[{name}] {len(configs)} runs; no GPU-hour estimate (give --site with a cluster file)")
     else:

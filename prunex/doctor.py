@@ -245,12 +245,18 @@ def check_runs(ctx: Context, configs: list[RunConfig]) -> Check:
         return Check("runs", FAIL, f"profile {ctx.profile} has no runs")
     site = ctx.slurm.site
     cluster = ctx.cluster or (site.cluster if site else None)
-    head = f"{len(configs)} runs of profile {ctx.profile} on {ctx.executor}, device {ctx.device}"
+    # experiments asking for the same training share one run (RESULTS/runs): estimate each once, as the
+    # dry run of experiments.all totals them
+    distinct = list({c.shared_id: c for c in configs}.values())
+    head = (
+        f"{len(configs)} runs ({len(distinct)} distinct trainings) of profile {ctx.profile} on {ctx.executor}, "
+        f"device {ctx.device}"
+    )
     if not cluster:
         return Check("runs", NA, f"{head}; no GPU-hour estimate (give --site or --cluster FILE)")
     policy = site.time_limit if site else None
     try:
-        est = [estimate_run(c, cluster, policy, site.max_time_min if site else None) for c in configs]
+        est = [estimate_run(c, cluster, policy, site.max_time_min if site else None) for c in distinct]
     except EstimateError as e:
         return Check("runs", FAIL, f"{head}; cannot estimate: {e}")
     hours = sum(e.gpu_hours for e in est)

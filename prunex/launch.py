@@ -328,8 +328,8 @@ def submit(
 ) -> list[Submitted]:
     """Claim every run (`prunex.lock.claim_run`) and submit a job for each run no live job trains;
     runs a live Slurm job trains are reattached to. Finished runs are skipped. Runs of one shape
-    (nodes x tasks) go out as one Slurm job array (`executor.batch()`) in `folder` (default: each
-    run's own `submitit/`). Returns one `Submitted` per unfinished run."""
+    (nodes x tasks) and time limit go out as one Slurm job array (`executor.batch()`, `submission_key`)
+    in `folder` (default: each run's own `submitit/`). Returns one `Submitted` per unfinished run."""
     out: list[Submitted] = []
     owned: list[tuple[RunConfig, Path, RunClaim]] = []
     try:
@@ -345,11 +345,9 @@ def submit(
                     print(f"[{c.name}] reattached to {claim.attach.describe()}, which is still running", flush=True)
             else:
                 owned.append((c, run_dir, claim))
-        groups: dict[tuple[str, int, int, str], list[tuple[RunConfig, Path, RunClaim]]] = {}
+        groups: dict[tuple, list[tuple[RunConfig, Path, RunClaim]]] = {}
         for item in owned:
-            c, run_dir = item[0], item[1]
-            key = (c.executor, c.nodes, c.procs_per_node, str(folder) if folder else str(run_dir))
-            groups.setdefault(key, []).append(item)
+            groups.setdefault(submission_key(item[0], slurm, folder or item[1]), []).append(item)
         for items in groups.values():
             out += _submit_group(items, slurm, folder, echo)
             owned = [o for o in owned if o not in items]
@@ -360,6 +358,14 @@ def submit(
             raise SubmitInterrupted(out) from None
         raise
     return out
+
+
+def submission_key(config: RunConfig, slurm: SlurmOptions | None, folder: Path | str) -> tuple:
+    """Runs with equal keys go out as one job array, which sbatch gives one set of parameters: the same
+    executor, shape (nodes x tasks), submitit folder and time limit (`timeout_min`). A run whose
+    estimate differs gets a submission of its own, so every run's limit is the one the dry run prints."""
+    limit = submitit_parameters(config, slurm)[0].get("timeout_min")
+    return (config.executor, config.nodes, config.procs_per_node, str(folder), limit)
 
 
 def _submit_group(

@@ -64,7 +64,7 @@ def test_a_clean_bill_of_health_exits_0(fake_slurm, data_root, capsys) -> None:
     assert _row(lines, "account").split()[:2] == ["ok", "account"]
     runs = _row(lines, "runs")
     asked = sum(len(importlib.import_module(f"experiments.{m}").runs(profile("local", "slurm"))) for m in EXPERIMENTS)
-    assert runs.split()[0] == "ok" and f"{asked} runs of profile local" in runs
+    assert runs.split()[0] == "ok" and f"{asked} runs (" in runs and "distinct trainings) of profile local" in runs
     assert "process-hours (CPU) estimated on" in runs
     from prunex.comm import native
 

@@ -200,3 +200,31 @@ def test_sbatch_refusal_of_a_job_array_is_one_line(real_slurm_env, data_root, tm
     assert cli.main("latency", runs, None, argv) == 2
     err = [ln for ln in capsys.readouterr().err.strip().splitlines() if ln]
     assert len(err) == 1 and "sbatch refused the 3 runs of latency" in err[0] and SLURM_REFUSAL in err[0], err
+
+
+def test_every_run_of_a_job_array_gets_its_own_time_limit(real_slurm_env, capsys) -> None:
+    """Issue 27: a job array went out with its first run's limit (18 runs estimated at 50 min asked for 30).
+    Runs are now grouped by their limit too, and the dry run prints each submission's limit: every run
+    listed under a submission has that limit in its own parameters."""
+    import re
+
+    from prunex.launch import submission_key
+
+    args = cli.parser("pareto", None).parse_args(GOLDEN_ARGS)
+    slurm = cli.slurm_options(args)
+    runs = importlib.import_module("experiments.pareto").runs
+    configs = cli.resolve("pareto", runs, args.profile, args.executor, "r", device=args.device)
+    cli.dry_run("pareto", configs, slurm)
+    out = capsys.readouterr().out.splitlines()
+    limits = {row["run"]: row["params"]["timeout_min"] for row in (json.loads(ln) for ln in out if ln.startswith("{"))}
+    submissions = [ln for ln in out if "] submission (wave" in ln]
+    assert len(set(limits.values())) > 1 and len(submissions) >= 4  # two limits in each of the two waves
+    listed = []
+    for line in submissions:
+        limit = int(re.search(r"time limit (\d+) min", line).group(1))
+        names = line.split(" min: ", 1)[1].split(", ")
+        assert {limits[n] for n in names} == {limit}, line
+        listed += names
+    assert sorted(listed) == sorted(limits)
+    keys = {c.name: submission_key(c, slurm, "f") for c in configs}
+    assert keys["ptf-resnet18-keep0.5"] != keys["ptf-resnet152-keep0.5"]
