@@ -5,7 +5,7 @@ calls `Faults.before_iteration` at the start of each; with no ``PRUNEX_FAULT_*``
 call does nothing. Used by tests/faults, tests/test_resume.py and the mini cluster's interrupt tests:
 
 - ``PRUNEX_FAULT_NAN_AT=K``: rank 0 fills one parameter of its training model with NaN at the start
-  of iteration K, so the divergence check (`prunex.methods.base.check_finite`) meets a NaN loss
+  of iteration K, so the divergence check (`prunex.train.ranks_agree_on_failure`) meets a NaN loss
   through the ordinary training path.
 - ``PRUNEX_FAULT_PREEMPT_AT=K``: the last rank sends itself submitit's preemption signal at the
   start of iteration K, as Slurm does before a time limit.

@@ -82,6 +82,19 @@ def mean_over_ranks(value: float, group: dist.ProcessGroup, device: torch.device
     return float(t.item()) / dist.get_world_size(group)
 
 
+def ranks_agree_on_failure(failed: bool, group: dist.ProcessGroup, device: torch.device, world: int) -> list[int]:
+    """The ranks of `group` that failed this iteration (its members each say whether they did), the same
+    list on every rank: one small AllReduce, a control message (not logged as communication). A rank
+    whose loss is not finite keeps its collectives (NaN travels through them like any value) and stops
+    here together with the others, instead of raising alone and leaving its peers blocked in the next
+    collective until a timeout (issue 27)."""
+    flags = torch.zeros(world, dtype=torch.int32, device=device)
+    if failed:
+        flags[dist.get_rank()] = 1
+    dist.all_reduce(flags, group=group)
+    return [r for r, f in enumerate(flags.tolist()) if f]
+
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
@@ -196,6 +209,18 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
                 f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             ) from e
         span.stop()
+        # the divergence check, agreed by every rank before the next collective (outside the timed region)
+        diverged = ranks_agree_on_failure(not math.isfinite(result.train_loss), groups.flat, device, topo.world_size)
+        if diverged:
+            if topo.rank in diverged:
+                raise FloatingPointError(
+                    f"rank {topo.rank} (node {topo.node}) failed in iteration {k} during local computation: "
+                    f"FloatingPointError: loss became {result.train_loss} in {config.method} training"
+                )
+            raise FloatingPointError(
+                f"rank {topo.rank} (node {topo.node}) stopped in iteration {k}: rank {', '.join(map(str, diverged))} "
+                "had a non-finite training loss (the divergence check every rank agrees on)"
+            )
         records = comm.drain()  # after the iteration: reads its spans (CUDA: waits for their events)
         iter_s = span.seconds
         wall += iter_s

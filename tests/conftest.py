@@ -68,7 +68,7 @@ def fault_report(record_property: Callable[[str, object], None]) -> Callable[...
 POOL_MODULES = {
     f"test_{m}.py"
     for m in "admm_convex admm_method baselines checkpoint comm device evaluation exchange golden_runs hsadmm_comm "
-    "pipeline timing wire".split()
+    "divergence pipeline timing wire".split()
 }
 # The longest groups first (measured: minutes, not seconds), so that no worker starts one at the end while the
 # other idles; pytest's order otherwise.

@@ -8,7 +8,6 @@ iteration (E local epochs, then consensus) for hsadmm and flat_admm.
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -168,9 +167,3 @@ def model_state(model: nn.Module) -> tuple[dict[str, torch.Tensor], dict[str, to
 
 def load_model_state(model: nn.Module, params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor]) -> None:
     model.load_state_dict({**params, **buffers})
-
-
-def check_finite(loss: float, where: str) -> float:
-    if not math.isfinite(loss):
-        raise FloatingPointError(f"loss became {loss} in {where}")
-    return loss

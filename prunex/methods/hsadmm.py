@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from prunex.admm.hsadmm import HSADMM
-from prunex.methods.base import Context, IterationResult, Method, check_finite, load_model_state, model_state
+from prunex.methods.base import Context, IterationResult, Method, load_model_state, model_state
 from prunex.pruning import constrained_layers
 
 # Owners of the consensus engine's state (sec. 4.1.2), for checkpoints: u is the rank's own dual
@@ -94,7 +94,8 @@ class ADMMMethod(Method):
                 losses.append(loss.detach())
             self.epochs_done += 1
         total = sum(torch.stack(losses).tolist()) if losses else 0.0  # the per-step values, added in order
-        return check_finite(total / max(len(losses), 1), f"{self.name} local training")
+        # its finiteness is checked by every rank together after the consensus (prunex.train.ranks_agree_on_failure)
+        return total / max(len(losses), 1)
 
     def masks_for_training(self) -> dict[str, torch.Tensor]:
         """The frozen mask per constrained layer, for phase 1 (empty while the mask is dynamic); the first
