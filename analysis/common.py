@@ -48,6 +48,7 @@ from analysis import style  # selects the Agg backend before any figure exists
 from prunex.config import OPERATIONAL, WHO_ASKED
 from prunex.log import (
     COMM_COLUMNS,
+    COMM_LATER_COLUMNS,
     DONE,
     INFERENCE_COLUMNS,
     RANK_STEP_COLUMNS,
@@ -295,7 +296,7 @@ class Run:
             df.insert(0, "run_id", self.run_id)
         if name == "comm":
             df.insert(1, "link_model", self.link_model)
-            df = df[COMM_COLUMNS]
+            df = df[COMM_COLUMNS + [c for c in COMM_LATER_COLUMNS if c in df.columns]]
         return df
 
     def _steps_from_parts(self) -> pd.DataFrame | None:

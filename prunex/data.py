@@ -242,8 +242,7 @@ def load_dataset(name: str, root: str | Path | None, train: bool, augment: bool 
     root = Path(root) if root else default_root()
     if name not in OPENERS:
         raise ValueError(f"unknown dataset {name!r}; known: {', '.join(OPENERS)}")
-    opener = OPENERS[name]
-    opener(root, train=train)  # made, checked and readable before anything else reads it
+    dataset = OPENERS[name](root, train=train)  # made, checked (CIFAR-10: MD5) and read once
     mean, std = _stats(name, root)
     augment = train if augment is None else augment
     steps: list = []
@@ -252,7 +251,8 @@ def load_dataset(name: str, root: str | Path | None, train: bool, augment: bool 
         if name != "digits":
             steps.append(transforms.RandomHorizontalFlip())
     steps += [transforms.ToTensor(), transforms.Normalize(mean, std)]
-    return opener(root, train=train, transform=transforms.Compose(steps))
+    dataset.transform = transforms.Compose(steps)
+    return dataset
 
 
 def train_size(name: str, root: str | Path | None, subset: int = 0) -> int:

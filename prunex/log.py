@@ -64,6 +64,9 @@ COMM_COLUMNS = [
     "inter_bytes",
     "intra_bytes",
 ]
+# comm.parquet columns that older logs lack (analysis requires COMM_COLUMNS only): exclusive_s, the seconds a
+# call adds to its rank's union of collective spans (`prunex.comm.Comm.drain`)
+COMM_LATER_COLUMNS = ["exclusive_s"]
 # inference.parquet (prunex.bench.inference), here so that analysis reads it without importing torch
 INFERENCE_COLUMNS = [
     "run_id",
@@ -203,9 +206,7 @@ def merge_parts(run_dir: str | Path, *, done: bool = False) -> dict[str, pd.Data
         comm = pd.DataFrame(columns=[c for c in COMM_COLUMNS if c not in ("run_id", "link_model")])
     comm.insert(0, "run_id", static["run_id"])
     comm.insert(1, "link_model", static["link_model"])
-    # exclusive_s (the seconds a call adds to its rank's union of spans, `prunex.comm.Comm.drain`) is
-    # absent from logs made before it: required columns only, then it where present
-    out["comm"] = comm[COMM_COLUMNS + [c for c in ("exclusive_s",) if c in comm.columns]]
+    out["comm"] = comm[COMM_COLUMNS + [c for c in COMM_LATER_COLUMNS if c in comm.columns]]
     ranks = _read_parts(run_dir, "rank_steps")
     if ranks is not None:
         per_iter = ranks.groupby("iteration")

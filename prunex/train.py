@@ -41,7 +41,6 @@ import os
 import random
 import shutil
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -123,23 +122,27 @@ def _evaluate(
 ) -> tuple[float, list[int], dict[str, Any], nn.Module]:
     """Sharded evaluation of one model (module docstring); returns the accuracy, the summed votes,
     this rank's `evaluation` row and the evaluated model (what `final_model.pt` holds)."""
-    t0 = time.perf_counter()
+    # the device's clock (prunex.timing): on a GPU the work is asynchronous, a host clock would time launches
+    bn = comm.timer.start()
     model_copy = copy.deepcopy(method.eval_model())
     recalibrate_bn(model_copy, method.loader, config.bn_batches, device)
     average_bn(model_copy, comm)
-    t1 = time.perf_counter()
+    bn.stop()
+    ev = comm.timer.start()
     correct, count = count_correct(model_copy, loader, device)
-    t2 = time.perf_counter()
+    ev.stop()
+    co = comm.timer.start()
     acc, images, summed = combine(comm, correct, count, votes)
+    co.stop()
     row = {
         "iteration": k,
         "rank": comm.topo.rank,
         "images": count,
         "correct": correct,
         "total_images": images,
-        "bn_s": t1 - t0,
-        "eval_s": t2 - t1,
-        "combine_s": time.perf_counter() - t2,
+        "bn_s": bn.seconds,
+        "eval_s": ev.seconds,
+        "combine_s": co.seconds,
     }
     return acc, summed, row, model_copy
 

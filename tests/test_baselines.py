@@ -16,7 +16,7 @@ from torch.utils.data import TensorDataset
 
 from prunex.config import PacTrainConfig, RunConfig, TopKConfig
 from prunex.launch import launch
-from prunex.log import COMM_COLUMNS, STEPS_COLUMNS, RunLog
+from prunex.log import COMM_COLUMNS, COMM_LATER_COLUMNS, STEPS_COLUMNS, RunLog
 from prunex.methods import method_class
 from prunex.methods.base import Context
 from prunex.methods.pactrain import magnitude_mask, prune_schedule
@@ -342,7 +342,7 @@ def test_run_writes_complete_tables(run: Path) -> None:
     steps = pd.read_parquet(run / "steps.parquet")
     comm = pd.read_parquet(run / "comm.parquet")
     overhead = pd.read_parquet(run / "overhead.parquet")
-    assert list(steps.columns) == STEPS_COLUMNS and list(comm.columns) == COMM_COLUMNS
+    assert list(steps.columns) == STEPS_COLUMNS and list(comm.columns) == COMM_COLUMNS + COMM_LATER_COLUMNS
     assert len(steps) == 3 * 4 and list(steps["iteration"]) == list(range(12))  # 256 // 2 ranks // 32 = 4
     assert not steps.drop(columns="test_acc").isna().any().any()
     assert not comm.isna().any().any() and not overhead.isna().any().any()

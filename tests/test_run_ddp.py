@@ -9,7 +9,7 @@ import pytest
 
 from prunex.config import RunConfig
 from prunex.launch import launch
-from prunex.log import COMM_COLUMNS, STEPS_COLUMNS
+from prunex.log import COMM_COLUMNS, COMM_LATER_COLUMNS, STEPS_COLUMNS
 from prunex.models import build_model, count_parameters
 
 pytestmark = pytest.mark.slow
@@ -39,7 +39,7 @@ def test_writes_the_tables(ddp_run: Path) -> None:
     assert {"git_sha", "git_dirty", "packages", "hostname", "slurm_job_id"} <= meta.keys()
     steps = pd.read_parquet(ddp_run / "steps.parquet")
     comm = pd.read_parquet(ddp_run / "comm.parquet")
-    assert list(steps.columns) == STEPS_COLUMNS and list(comm.columns) == COMM_COLUMNS
+    assert list(steps.columns) == STEPS_COLUMNS and list(comm.columns) == COMM_COLUMNS + COMM_LATER_COLUMNS
     assert set(steps["dataset"]) == {"digits"} and set(steps["method"]) == {"ddp"}
 
 
