@@ -71,6 +71,29 @@ def _check_keep(name: str, value: float) -> None:
         raise ConfigError(f"{name} must be in (0, 1], got {value!r}")
 
 
+INT_LIMIT = 2**63  # what torch and numpy take as a seed or a count; larger ints fail only after launch
+# Upper bounds of values that are used as durations or sizes after launch, where a larger one raised there
+# (timedelta, time.sleep and DDP's bucket size overflow) or never ended (a benchmark budget)
+MAX_SECONDS = 86_400  # a day: collective timeout, benchmark budget
+MAX_ALPHA_S = 1.0  # per-message latency of the alpha-beta link model
+MAX_BUCKET_MB = 1e6  # a terabyte
+
+
+def check_numbers(obj: object, section: str = "") -> None:
+    """Every number of a configuration dataclass is a real value: floats finite (no NaN, no inf: a NaN
+    passes every `<`/`>` test and became a non-standard NaN in config.json), ints within +-2^63. Called
+    first by each configuration's ``__post_init__``, so a bad value is one line before anything runs."""
+    for f in dataclasses.fields(obj):  # type: ignore[arg-type]
+        value = getattr(obj, f.name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        where = f"{section}.{f.name}" if section else f.name
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{where} must be a finite number, got {value}")
+        if isinstance(value, int) and not -INT_LIMIT < value < INT_LIMIT:
+            raise ConfigError(f"{where} must be an integer below 2^63 in size, got {value}")
+
+
 def check_name(name: str, what: str = "run name") -> str:
     """Refuse names that would escape the results directory or break shell/Slurm naming."""
     if not isinstance(name, str) or not _NAME_RE.match(name):
@@ -130,6 +153,7 @@ class ADMMConfig:
     inter_exchange: str = "leader"
 
     def __post_init__(self) -> None:
+        check_numbers(self, "admm")
         if self.iterations < 1:
             raise ConfigError(f"iterations must be >= 1, got {self.iterations}")
         if self.local_epochs < 1:
@@ -140,6 +164,8 @@ class ADMMConfig:
                 raise ConfigError(f"{name} must be in (0, rho_max={self.rho_max}], got {value}")
         if self.rho_mu <= 1.0 or self.rho_tau <= 1.0:
             raise ConfigError("rho_mu and rho_tau must be > 1")
+        if self.eps_abs < 0 or self.eps_rel < 0:
+            raise ConfigError(f"eps_abs and eps_rel must be >= 0, got {self.eps_abs} and {self.eps_rel}")
         for name in ("filter_keep", "channel_keep", "shape_keep"):
             _check_keep(name, getattr(self, name))
         if self.freeze_iteration < 1:
@@ -151,8 +177,8 @@ class ADMMConfig:
             raise ConfigError(f"freeze_patience must be >= 1, got {self.freeze_patience}")
         if self.retrain_epochs < 0:
             raise ConfigError(f"retrain_epochs must be >= 0, got {self.retrain_epochs}")
-        if not self.bucket_mb > 0:
-            raise ConfigError(f"bucket size must be > 0 MB, got {self.bucket_mb}")
+        if not 0 < self.bucket_mb <= MAX_BUCKET_MB:
+            raise ConfigError(f"bucket size must be in (0, {MAX_BUCKET_MB:g}] MB, got {self.bucket_mb}")
         if self.rho_schedule not in RHO_SCHEDULES:
             raise ConfigError(f"rho_schedule must be one of {', '.join(RHO_SCHEDULES)}, got {self.rho_schedule!r}")
         if self.momentum_policy not in MOMENTUM_POLICIES:
@@ -176,6 +202,7 @@ class TopKConfig:
     momentum_correction: bool = False  # DGC momentum correction; off by default
 
     def __post_init__(self) -> None:
+        check_numbers(self, "topk")
         _check_keep("topk ratio", self.ratio)
         if self.warmup_epochs < 0:
             raise ConfigError(f"topk warmup_epochs must be >= 0, got {self.warmup_epochs}")
@@ -190,6 +217,7 @@ class PacTrainConfig:
     prune_every: int = 1  # update the mask every this many epochs until prune_epochs
 
     def __post_init__(self) -> None:
+        check_numbers(self, "pactrain")
         _check_keep("density", self.density)
         if self.prune_epochs < 0 or self.prune_every < 1:
             raise ConfigError("prune_epochs must be >= 0 and prune_every >= 1")
@@ -201,10 +229,11 @@ class DDPConfig:
     bucket_cap_mb: float = 25.0  # DDP's own default
 
     def __post_init__(self) -> None:
+        check_numbers(self, "ddp")
         if self.grad_dtype not in ("fp32", "bf16", "fp16"):
             raise ConfigError(f"grad_dtype must be one of fp32, bf16, fp16, got {self.grad_dtype!r}")
-        if not self.bucket_cap_mb > 0:
-            raise ConfigError(f"DDP bucket size must be > 0 MB, got {self.bucket_cap_mb}")
+        if not 0 < self.bucket_cap_mb <= MAX_BUCKET_MB:
+            raise ConfigError(f"DDP bucket size must be in (0, {MAX_BUCKET_MB:g}] MB, got {self.bucket_cap_mb}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -219,6 +248,7 @@ class PruneFinetuneConfig:
     flops_keep: float = 1.0  # target fraction of the dense FLOPs (without flops_from)
 
     def __post_init__(self) -> None:
+        check_numbers(self, "prune_finetune")
         if self.flops_from:
             check_name(self.flops_from, "prune_finetune flops_from run name")
         _check_keep("prune_finetune flops_keep", self.flops_keep)
@@ -235,10 +265,14 @@ class LinkConfig:
     bandwidth_gbit: float = 1.0  # inter-node link rate (alpha-beta)
 
     def __post_init__(self) -> None:
+        check_numbers(self, "link")
         if self.model not in LINK_MODELS:
             raise ConfigError(f"link model must be one of {', '.join(LINK_MODELS)}, got {self.model!r}")
-        if self.alpha_s < 0 or not self.bandwidth_gbit > 0:
-            raise ConfigError("link alpha must be >= 0 and bandwidth > 0")
+        if not 0 <= self.alpha_s <= MAX_ALPHA_S or not self.bandwidth_gbit > 0:
+            raise ConfigError(
+                f"link alpha must be in [0, {MAX_ALPHA_S:g}] s and bandwidth > 0, got {self.alpha_s} s, "
+                f"{self.bandwidth_gbit} Gbit/s"
+            )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -287,6 +321,7 @@ class RunConfig:
     link: LinkConfig = field(default_factory=LinkConfig)
 
     def __post_init__(self) -> None:
+        check_numbers(self, "")
         if self.dataset in DATASET_DEFAULTS:
             for key, value in DATASET_DEFAULTS[self.dataset].items():
                 if getattr(self, key) is None:
@@ -334,10 +369,10 @@ class RunConfig:
             raise ConfigError(f"train_subset must be >= 0, got {self.train_subset}")
         if self.num_workers < 0:
             raise ConfigError(f"num_workers must be >= 0, got {self.num_workers}")
-        if not self.bench_budget_s > 0:
-            raise ConfigError(f"bench budget must be > 0 s, got {self.bench_budget_s}")
-        if not self.collective_timeout_s > 0:
-            raise ConfigError(f"collective timeout must be > 0 s, got {self.collective_timeout_s}")
+        if not 0 < self.bench_budget_s <= MAX_SECONDS:
+            raise ConfigError(f"bench budget must be in (0, {MAX_SECONDS}] s, got {self.bench_budget_s}")
+        if not 0 < self.collective_timeout_s <= MAX_SECONDS:
+            raise ConfigError(f"collective timeout must be in (0, {MAX_SECONDS}] s, got {self.collective_timeout_s}")
         if not (self.checkpoint_every_min >= 0 and math.isfinite(self.checkpoint_every_min)):
             raise ConfigError(f"checkpoint cadence must be >= 0 minutes, got {self.checkpoint_every_min}")
         if self.init_from:

@@ -218,6 +218,16 @@ def check_iterations(config: RunConfig, sizes: dict[tuple[str, str, int], int] |
         )
 
 
+def check_start(config: RunConfig) -> None:
+    """`--init-from RUN` names a finished run of the same experiment: refused in one line otherwise, before
+    anything is made (experiments submit a run after the runs it depends on have finished)."""
+    if not config.init_from:
+        return
+    start = Path(config.results).resolve() / config.experiment / config.init_from
+    if not (start / DONE).exists():
+        raise ConfigError(f"--init-from {config.init_from}: {start} is not a finished run (no DONE)")
+
+
 def preflight(config: RunConfig, memo: dict | None = None) -> Path:
     """Checks before anything is launched or written: the dataset (digits made once), a configuration
     that trains at least one iteration, then a writable run directory, linked from the asking
@@ -308,6 +318,7 @@ def launch(config: RunConfig, slurm: SlurmOptions | None = None, *, echo: bool =
     """
     if detach and config.executor != "slurm":
         raise ConfigError("--detach leaves a Slurm job running; a local job ends with its launcher")
+    check_start(config)
     run_dir = preflight(config)
     if (run_dir / DONE).exists():
         if echo:
@@ -335,6 +346,7 @@ def submit(
     try:
         for c in configs:
             run_dir = run_dir_for(c)
+            check_start(c)
             if (run_dir / DONE).exists():
                 continue
             claim = claim_run(run_dir, c.name)

@@ -34,14 +34,14 @@ def test_invalid_run_configs(kwargs: dict, message: str) -> None:
 
 @pytest.mark.parametrize("keep", [0.0, -0.5, 1.5, float("nan")])
 def test_keep_rates_outside_unit_interval(keep: float) -> None:
-    with pytest.raises(ConfigError, match=r"in \(0, 1\]"):
+    with pytest.raises(ConfigError, match=r"in \(0, 1\]|must be a finite number"):
         ADMMConfig(channel_keep=keep)
     with pytest.raises(ConfigError):
         TopKConfig(ratio=keep)
 
 
 def test_bucket_size_zero() -> None:
-    with pytest.raises(ConfigError, match="bucket size must be > 0"):
+    with pytest.raises(ConfigError, match=r"bucket size must be in \(0, "):
         ADMMConfig(bucket_mb=0)
 
 
