@@ -63,6 +63,7 @@ def _call(rank: int, name: str, root: str, data_root: str, kwargs: dict) -> dict
 
 def main(argv: list[str] | None = None) -> int:
     from prunex.data import make_digits
+    from prunex.log import hardware_name
 
     names = sys.argv[1:] if argv is None else argv
     unknown = sorted(set(names) - set(CASES))
@@ -72,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     data_root = tempfile.mkdtemp(prefix="pin-data-")
     make_digits(data_root)
     out: dict = json.loads(SPREAD.read_text()) if names and SPREAD.exists() else {"cases": {}}
-    out.update(host=platform.processor() or platform.machine(), cpu=_cpu_model())
+    out.update(host=platform.processor() or platform.machine(), cpu=hardware_name("cpu"))
     out.setdefault("measured", dict.fromkeys(out["cases"], out.get("date", "unknown")))
     for name in names or CASES:
         base = _run(name, ({}, {}), data_root)
@@ -95,16 +96,6 @@ def main(argv: list[str] | None = None) -> int:
     out["cases"] = {n: out["cases"][n] for n in CASES if n in out["cases"]}
     SPREAD.write_text(json.dumps(out, indent=1) + "\n")
     return 0
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
 
 
 if __name__ == "__main__":
