@@ -84,7 +84,18 @@ def _final(run_dir: Path) -> dict[str, float]:
         row = pd.read_parquet(freeze).iloc[0]
         out["froze_after"] = int(row["last_dynamic"])
         out["freeze_reason"] = str(row["reason"])
+        out["drift_zero_from"] = drift_zero_from(run_dir, int(row["last_dynamic"]))
     return out
+
+
+def drift_zero_from(run_dir: Path, last_dynamic: int) -> float:
+    """The first dynamic iteration from which the global mask no longer drifted (NaN: it drifted in the last
+    dynamic iteration), from masks.parquet: whether the mask settled before a forced freeze."""
+    masks = pd.read_parquet(run_dir / "masks.parquet")
+    drift = masks[masks["kind"] == "global"].groupby("iteration")["drift"].sum().loc[:last_dynamic]
+    moving = drift[drift > 0]
+    first = int(moving.index.max()) + 1 if len(moving) else int(drift.index.min())
+    return float(first) if first <= last_dynamic else float("nan")
 
 
 def run_seed(seed: int, root: Path, data_root: str) -> list[dict[str, object]]:
@@ -144,7 +155,8 @@ def verdicts(df: pd.DataFrame) -> tuple[list[str], bool]:
             f"{'met' if met else 'NOT met'}; vs prune-then-finetune {statistics.median(vs_ptf):+.1f} points "
             f"(range {vs_ptf.min():+.1f} to {vs_ptf.max():+.1f}; ptf median {ptf['acc_pct'].median():.1f}%); "
             f"H-SADMM froze after iteration {', '.join(str(int(v)) for v in hs['froze_after'])} "
-            f"({', '.join(hs['freeze_reason'])})"
+            f"({', '.join(hs['freeze_reason'])}), its mask unchanged from iteration "
+            f"{', '.join('-' if v != v else str(int(v)) for v in hs['drift_zero_from'])}"
         )
     return lines, ok
 
