@@ -404,7 +404,15 @@ def check_results(results: Path, experiments: Iterable[str]) -> int:
             raise InputError(f"{e}; the regime profile writes it before training: restore it") from None
     found = 0
     for name in experiments:
-        for config in sorted((results / name).glob("*/config.json")):
+        root = results / name
+        for d in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
+            if not (d / "config.json").exists() and (any(d.glob("*.parquet")) or (d / "parts").is_dir()):
+                # a run that cannot be read whole is an error, never an absent run (issue 29)
+                raise InputError(
+                    f"{d}: run logs without config.json; restore it, or remove {d} and run its experiment "
+                    "again (finished runs are skipped)"
+                )
+        for config in sorted(root.glob("*/config.json")):
             try:
                 Run.load(config.parent, name)
             except LogError as e:

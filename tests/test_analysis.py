@@ -426,3 +426,17 @@ def test_report_sets_projected_speedups_beside_the_paper(tmp_path: Path) -> None
     assert set(proj["cluster"]) == {"puhti"} and "projection, not a measurement" in text
     claims = pd.read_csv(out / "claims.csv").set_index("claim_id")  # the measured claims are untouched
     assert claims.loc["scaling_prunex_speedup", "verdict"] == report.NOT_MEASURABLE
+
+
+def test_a_run_without_config_json_is_an_error_not_an_absent_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 29: the report said "no hsadmm run in latency" when one run's config.json was gone."""
+    results, out = tmp_path / "results", tmp_path / "figures"
+    run = write_run(results, "latency", "hsadmm", iterations=2)
+    write_run(results, "latency", "ddp", iterations=2)
+    (run / "config.json").unlink()
+    assert analysis_all.main(["--results", str(results), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(run) in err and "without config.json" in err, err
+    assert not out.exists()
