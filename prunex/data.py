@@ -84,6 +84,7 @@ def _atomic_pickle(obj: object, path: Path) -> None:
         pickle.dump(obj, f)
         f.flush()
         os.fsync(f.fileno())
+    os.chmod(tmp, 0o644)  # mkstemp makes it 0600: other users of a shared data root must read it too
     os.replace(tmp, path)
 
 
@@ -240,6 +241,8 @@ def load_dataset(name: str, root: str | Path | None, train: bool, augment: bool 
         augment: override augmentation of the train split.
     """
     root = Path(root) if root else default_root()
+    if root.exists() and not root.is_dir():
+        raise DatasetMissing(f"data root {root} is not a directory; give --data-root a folder (or set PRUNEX_DATA)")
     if name not in OPENERS:
         raise ValueError(f"unknown dataset {name!r}; known: {', '.join(OPENERS)}")
     dataset = OPENERS[name](root, train=train)  # made, checked (CIFAR-10: MD5) and read once

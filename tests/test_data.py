@@ -99,3 +99,22 @@ def test_the_real_fashion_mnist_from_debian(tmp_path: Path) -> None:
     assert (len(train), len(test)) == (60_000, 10_000)
     labels = np.asarray(test.targets)
     assert sorted(np.bincount(labels)) == [1000] * 10  # 1,000 test images per class
+
+
+def test_a_shared_data_root_is_readable_by_others_and_a_file_is_no_data_root(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 29: the digits cache was written 0600 (another user of a shared root got a PermissionError
+    traceback), and --data-root naming a file was a NotADirectoryError traceback after launch."""
+    from prunex.data import make_digits
+    from prunex.run import main as run_main
+
+    folder = make_digits(tmp_path / "shared")
+    modes = {p.name: p.stat().st_mode & 0o777 for p in folder.iterdir()}
+    assert all(m & 0o044 == 0o044 for m in modes.values()), modes
+    afile = tmp_path / "afile"
+    afile.write_text("not a folder")
+    results = tmp_path / "results"
+    assert run_main(["--method", "ddp", "--data-root", str(afile), "--results", str(results)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is not a directory" in err[0] and not results.exists(), err
