@@ -281,12 +281,53 @@ def save_program(model: nn.Module, path: str | Path) -> Path:
 
 
 # -- runs ---------------------------------------------------------------------------------------
-def load_run_model(run_dir: str | Path, device: torch.device | str = "cpu") -> tuple[nn.Module, dict[str, Any]]:
-    """The run's final model (`final_model.pt` into its architecture) in eval mode, and its config.
+CHECKSUM_SUFFIX = ".sha256"  # beside a model file: the SHA-256 of its bytes, written with it
+
+
+def file_sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_checksum(path: Path) -> Path:
+    """Write `path`'s SHA-256 beside it (`<path>.sha256`, atomically), so a reader can tell a damaged file."""
+    from prunex.log import write_atomic
+
+    out = path.with_name(path.name + CHECKSUM_SUFFIX)
+    write_atomic(out, f"{file_sha256(path)}  {path.name}\n".encode())
+    return out
+
+
+def verify_checksum(path: Path) -> None:
+    """Refuse (ExportError, one line) a file whose bytes differ from the checksum written with it; a file
+    written before checksums existed has none and is taken as it is."""
+    recorded = path.with_name(path.name + CHECKSUM_SUFFIX)
+    if not recorded.exists():
+        return
+    want = recorded.read_text().split()[0] if recorded.read_text().split() else ""
+    if file_sha256(path) != want:
+        raise ExportError(
+            f"{path}: its bytes do not match the checksum the run wrote ({recorded.name}): the file is damaged; "
+            f"train the run again (remove {path.parent}) or restore the file from a copy"
+        )
+
+
+def load_run_model(
+    run_dir: str | Path, device: torch.device | str = "cpu", *, require_done: bool = True
+) -> tuple[nn.Module, dict[str, Any]]:
+    """The run's final model (`final_model.pt` into its architecture) in eval mode, and its config. The
+    file's checksum (written by the run) is verified first. `require_done`: refuse a run without DONE (the
+    trainer exports before it marks the run done, and passes False).
 
     Raises:
-        ExportError: not a finished run directory.
+        ExportError: not a finished run directory, or a damaged model file.
     """
+    from prunex.log import DONE
     from prunex.models import build_model
 
     run_dir = Path(run_dir)
@@ -297,8 +338,17 @@ def load_run_model(run_dir: str | Path, device: torch.device | str = "cpu") -> t
     weights = run_dir / "final_model.pt"
     if not weights.exists():
         raise ExportError(f"{run_dir}: no final_model.pt (the run has not finished)")
+    if require_done and not (run_dir / DONE).exists():
+        raise ExportError(f"{run_dir}: the run has not finished (no DONE); finish it first (run its command again)")
+    verify_checksum(weights)
     model = build_model(config["model"])
-    model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
+    try:
+        model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
+    except Exception as e:  # a truncated or empty file, or one of another architecture
+        raise ExportError(
+            f"{weights}: not a readable model of {config['model']} ({type(e).__name__}); "
+            f"train the run again (remove {run_dir})"
+        ) from None
     return model.to(device).eval(), config
 
 
@@ -320,6 +370,7 @@ def export_run(
     *,
     device: torch.device | str | None = None,
     check_samples: int | None = None,
+    require_done: bool = True,
 ) -> ExportResult:
     """Export a finished run: compact model file, exactness check on the test set, `export.json`.
 
@@ -337,7 +388,7 @@ def export_run(
 
     run_dir = Path(run_dir)
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    masked, config = load_run_model(run_dir, device)
+    masked, config = load_run_model(run_dir, device, require_done=require_done)
     small, result = compact(masked)
     result.model = config["model"]
     err, n = max_relative_error(masked, small, test_batches(config, check_samples), device)

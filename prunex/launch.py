@@ -223,9 +223,15 @@ def check_start(config: RunConfig) -> None:
     anything is made (experiments submit a run after the runs it depends on have finished)."""
     if not config.init_from:
         return
+    from prunex.export import ExportError, verify_checksum  # torch.export and the channel graph: only here
+
     start = Path(config.results).resolve() / config.experiment / config.init_from
     if not (start / DONE).exists():
         raise ConfigError(f"--init-from {config.init_from}: {start} is not a finished run (no DONE)")
+    try:
+        verify_checksum(start / "final_model.pt")
+    except ExportError as e:
+        raise ConfigError(f"--init-from {config.init_from}: {e}") from None
 
 
 def preflight(config: RunConfig, memo: dict | None = None) -> Path:

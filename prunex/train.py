@@ -56,6 +56,7 @@ from prunex.config import RunConfig
 from prunex.data import load_dataset
 from prunex.device import machine_rank, place
 from prunex.evaluation import average_bn, combine, count_correct, held_out_slice, recalibrate_bn
+from prunex.export import write_checksum
 from prunex.faults import Faults
 from prunex.log import RunLog, collect_meta, merge_parts, write_atomic, write_json, write_meta
 from prunex.methods import method_class
@@ -330,6 +331,7 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
         buf = io.BytesIO()
         torch.save(final.state_dict(), buf)
         write_atomic(run_dir / "final_model.pt", buf.getvalue())
+        write_checksum(run_dir / "final_model.pt")  # read back by export, which refuses a damaged file
         if config.export:
             export_and_bench(run_dir, device, config.bench_budget_s)
         merge_parts(run_dir, done=True)
@@ -371,9 +373,9 @@ def export_and_bench(run_dir: Path, device: torch.device, budget_s: float) -> No
 
     if device.type == "cpu" and "OMP_NUM_THREADS" not in os.environ:
         torch.set_num_threads(os.cpu_count() or 1)
-    result = export_run(run_dir, device=device)
+    result = export_run(run_dir, device=device, require_done=False)  # DONE comes after the export
     print(f"[{run_dir.name}] export: {summary(result)}", flush=True)
-    df = bench_run(run_dir, device="auto" if device.type == "cuda" else "cpu", budget_s=budget_s)
+    df = bench_run(run_dir, device="auto" if device.type == "cuda" else "cpu", budget_s=budget_s, require_done=False)
     print(f"[{run_dir.name}] inference:\n{describe(df)}", flush=True)
 
 

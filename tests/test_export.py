@@ -72,6 +72,7 @@ def test_the_cli_refuses_an_empty_layer_in_one_line(tmp_path: Path, capsys: pyte
     with torch.no_grad():
         model.layer3[0].conv1.weight.zero_()
     torch.save(model.state_dict(), run_dir / "final_model.pt")
+    (run_dir / "DONE").write_text("a finished run\n")
     assert export.main([str(run_dir)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "layer3.0.conv1.weight" in err[0] and not (run_dir / export.COMPACT_FILE).exists()
@@ -153,6 +154,7 @@ def test_export_run_and_bench_write_their_tables(data_root: Path, tmp_path: Path
     torch.manual_seed(0)
     model = inference.random_masked_model("resnet20", filter_keep=1.0, channel_keep=0.5)
     torch.save(model.state_dict(), run_dir / "final_model.pt")
+    (run_dir / "DONE").write_text("a finished run\n")
     df = inference.bench_run(run_dir, device="cpu", budget_s=0.01)
     info = json.loads((run_dir / export.EXPORT_JSON).read_text())
     assert info["check_samples"] == 359 and info["max_rel_err"] <= export.TOLERANCE
@@ -184,3 +186,36 @@ def test_the_bench_cli_refuses_bad_input_in_one_line(tmp_path: Path, capsys: pyt
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("error: "), (argv, err)
     assert not (tmp_path / inference.INFERENCE_FILE).exists()
+
+
+def test_export_refuses_a_damaged_truncated_or_unfinished_model(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Issue 29: 4 KB overwritten inside final_model.pt was exported with different numbers (its exactness
+    check compared against the damaged model); a truncated file was a traceback; a run without DONE was
+    exported. The run writes final_model.pt's SHA-256 beside it (`prunex.export.write_checksum`)."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "config.json").write_text(json.dumps(RunConfig(method="hsadmm", name="r").to_dict()))
+    torch.manual_seed(0)
+    model = inference.random_masked_model("resnet20", filter_keep=1.0, channel_keep=0.5)
+    weights = run_dir / "final_model.pt"
+    torch.save(model.state_dict(), weights)
+    export.write_checksum(weights)
+
+    def refused() -> str:
+        assert export.main([str(run_dir), "--check-samples", "8"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1, err
+        return err[0]
+
+    assert "has not finished (no DONE)" in refused()
+    (run_dir / "DONE").write_text("done\n")
+    good = weights.read_bytes()
+    damaged = bytearray(good)
+    damaged[len(good) // 2 : len(good) // 2 + 4096] = bytes(4096)
+    weights.write_bytes(bytes(damaged))
+    assert "do not match the checksum" in refused() and not (run_dir / export.COMPACT_FILE).exists()
+    weights.write_bytes(good[:1000])
+    (run_dir / ("final_model.pt" + export.CHECKSUM_SUFFIX)).unlink()  # as a run from before checksums
+    assert "not a readable model" in refused()
+    weights.write_bytes(good)
+    assert export.main([str(run_dir), "--check-samples", "8"]) == 0

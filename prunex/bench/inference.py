@@ -198,15 +198,17 @@ def bench_run(
     budget_s: float = BUDGET_S,
     batches: tuple[int, ...] = BATCHES,
     warmup: int = 2,
+    require_done: bool = True,
 ) -> pd.DataFrame:
-    """Dense vs exported model of a finished run; writes `RUN_DIR/inference.parquet`."""
+    """Dense vs exported model of a finished run; writes `RUN_DIR/inference.parquet`. `require_done`: as
+    `prunex.export.load_run_model` (the trainer benches before it marks the run done)."""
     from prunex.log import write_parquet
 
     run_dir = Path(run_dir)
     devices = devices_for(device)
     if not (run_dir / EXPORT_JSON).exists() or not (run_dir / COMPACT_FILE).exists():
-        export_run(run_dir, device=devices[-1])
-    dense, config = load_run_model(run_dir)
+        export_run(run_dir, device=devices[-1], require_done=require_done)
+    dense, config = load_run_model(run_dir, require_done=require_done)
     small, _ = compact(dense)  # deterministic: the model in the file, as eager modules to move between devices
     saved = torch.export.load(str(run_dir / COMPACT_FILE)).module()
     err, _ = max_relative_error(small, saved, [torch.randn((8, *INPUT_SHAPE[1:]))], torch.device("cpu"))
