@@ -59,7 +59,10 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started in the background
     try:
         check_results(Path(args.results), EXPERIMENTS)
-        failures = run_all(Path(args.results), Path(args.out))
+        out = Path(args.out)
+        if out.exists() and not out.is_dir():  # before anything is drawn (issue 29: 13 lines of failures)
+            raise InputError(f"--out {out} is a file, not a directory; name a folder for the figures and report")
+        failures = run_all(Path(args.results), out)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -440,3 +440,12 @@ def test_a_run_without_config_json_is_an_error_not_an_absent_run(
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and str(run) in err and "without config.json" in err, err
     assert not out.exists()
+
+
+def test_an_output_that_is_a_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    results, out = tmp_path / "results", tmp_path / "afile"
+    write_run(results, "latency", "hsadmm", iterations=2)
+    out.write_text("keep me")
+    assert analysis_all.main(["--results", str(results), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is a file, not a directory" in err[0] and out.read_text() == "keep me", err
