@@ -63,6 +63,11 @@ class CheckpointMismatch(RuntimeError):
     """A checkpoint from another configuration."""
 
 
+class CheckpointCorrupt(RuntimeError):
+    """A committed checkpoint file that is not what was written: its size differs from the manifest's, or
+    it cannot be read. The message names the file and what to do."""
+
+
 class Preempted(Exception):
     """Raised by the trainer on every rank after the checkpoint that a preemption signal asked for."""
 
@@ -239,9 +244,21 @@ def load(run_dir: Path, topo: Topology, config: RunConfig, device: torch.device)
         return None
     method: dict[str, Any] = {}
     own: dict[str, Any] = {}
+    sizes = json.loads((d / MANIFEST).read_text()).get("files", {})
+    fix = f"delete {d} (the run resumes from the set before it, or starts over) and run the same command again"
     for role in ROLES:
         path = d / file_name(role, topo)
-        obj = torch.load(path, map_location=device, weights_only=True)
+        if path.name in sizes and path.stat().st_size != sizes[path.name]:
+            raise CheckpointCorrupt(
+                f"{path} has {path.stat().st_size} bytes, the set's manifest says {sizes[path.name]}: the checkpoint "
+                f"is damaged; {fix}"
+            )
+        try:
+            obj = torch.load(path, map_location=device, weights_only=True)
+        except Exception as e:  # truncated, overwritten, not a torch file
+            raise CheckpointCorrupt(
+                f"{path} is unreadable ({type(e).__name__}): the checkpoint is damaged; {fix}"
+            ) from None
         differ = config.diff(RunConfig.from_dict(obj["config"]), ignore=RESUME_IGNORES)
         if differ:
             raise CheckpointMismatch(f"{path} belongs to another configuration: fields {', '.join(differ)} differ")

@@ -451,10 +451,52 @@ def wait(job: submitit.Job, config: RunConfig, run_dir: Path, stopped_after: lis
             ranks = ", ".join(map(str, dead))
             cause = f"rank{'s' if len(dead) > 1 else ''} {ranks} ended without a result (killed, out of memory or "
             cause += "lost its node: see its log); "
+        message = _last_line(str(e))
+        source = source_error(job, config.world_size)
+        if source is not None and not dead:  # the rank that failed first, not a peer that lost it
+            rank, own, consequences = source
+            message = f"rank {rank}: {own}"
+            if consequences:
+                message += f" (then rank{'s' if len(consequences) > 1 else ''} {', '.join(map(str, consequences))} "
+                message += "failed as a consequence: a peer's lost connection or the agreed stop)"
         raise RuntimeError(
-            f"run {config.name} failed (job {job.job_id}, logs in {Path(job.paths.folder)}): "
-            f"{cause}{_last_line(str(e))}"
+            f"run {config.name} failed (job {job.job_id}, logs in {Path(job.paths.folder)}): {cause}{message}"
         ) from e
+
+
+# What a rank raises when a peer failed, not why the run failed: a lost connection (gloo, NCCL), a
+# collective that timed out waiting for the peer, or the stop every rank agrees on (prunex.train).
+PEER_LOSS = (
+    "connection closed by peer",
+    "connection reset by peer",
+    "broken pipe",
+    "connection refused",
+    "timed out",
+    "communicator was aborted",
+    "stopped in iteration",
+)
+
+
+def source_error(job: submitit.Job, tasks: int) -> tuple[int, str, list[int]] | None:
+    """(rank, its error's last line, the other failed ranks) for the rank whose error is its own, read from
+    the tasks' result files: the first that is not a peer's loss (`PEER_LOSS`), else the lowest failed
+    rank; None when no task recorded an error (issue 29: a full disk or a corrupt checkpoint on rank 1
+    was reported as rank 0's "Connection closed by peer")."""
+    from submitit.core.utils import pickle_load
+
+    errors: dict[int, str] = {}
+    for r in range(tasks):
+        try:
+            outcome, payload = pickle_load(job.task(r).paths.result_pickle)[:2]
+        except Exception:  # no result file (killed), or one being written
+            continue
+        if outcome == "error":
+            errors[r] = _last_line(str(payload))
+    if not errors:
+        return None
+    own = [r for r, m in errors.items() if not any(p in m.lower() for p in PEER_LOSS)]
+    rank = own[0] if own else min(errors)
+    return rank, errors[rank], sorted(set(errors) - {rank})
 
 
 # A rank that raised (its result file says "error") while the others still run: they usually fail on

@@ -1,0 +1,64 @@
+"""Failures named at their source (issue 29, item 3): a damaged checkpoint is one message naming the file
+and what to do, and the launcher reports the rank whose error is its own, not a peer's lost connection."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from submitit.core.utils import cloudpickle_dump
+
+from prunex import checkpoint
+from prunex.config import RunConfig
+from prunex.launch import source_error
+from prunex.topology import discover
+
+
+def _one_set(run_dir: Path) -> Path:
+    config = RunConfig(method="ddp")
+    state = {"replicated": {"w": torch.ones(4)}, "node": {}, "rank": {"b": torch.zeros(2)}}
+    checkpoint.save(run_dir, discover(1, 1), config, 0, 1.0, state, barrier=lambda: None, reason="test")
+    return checkpoint.newest_complete(run_dir)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "overwrite"])
+def test_a_damaged_checkpoint_names_its_file_and_the_fix(damage: str, tmp_path: Path) -> None:
+    d = _one_set(tmp_path)
+    victim = next(p for p in d.iterdir() if p.name.startswith("rank"))
+    data = victim.read_bytes()
+    if damage == "truncate":
+        victim.write_bytes(data[:100])
+    else:
+        victim.write_bytes(bytes(len(data)))  # same size, nothing readable
+    with pytest.raises(checkpoint.CheckpointCorrupt) as e:
+        checkpoint.load(tmp_path, discover(1, 1), RunConfig(method="ddp"), torch.device("cpu"))
+    assert str(victim) in str(e.value) and f"delete {d}" in str(e.value)
+
+
+def _job(tmp_path: Path, outcomes: dict[int, str]) -> SimpleNamespace:
+    tasks = {}
+    for rank, text in outcomes.items():
+        path = tmp_path / f"{rank}_result.pkl"
+        cloudpickle_dump(("error", f"Traceback (most recent call last):\n  ...\n{text}"), path)
+        tasks[rank] = SimpleNamespace(paths=SimpleNamespace(result_pickle=path))
+    missing = SimpleNamespace(paths=SimpleNamespace(result_pickle=tmp_path / "none.pkl"))
+    return SimpleNamespace(task=lambda r: tasks.get(r, missing))
+
+
+def test_the_launcher_names_the_rank_that_failed_not_the_peer_that_lost_it(tmp_path: Path) -> None:
+    job = _job(
+        tmp_path,
+        {
+            0: "RuntimeError: [gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:1",
+            1: "prunex.checkpoint.CheckpointCorrupt: /r/checkpoints/it0000001/rank00001.pt is unreadable (EOFError)",
+        },
+    )
+    rank, message, others = source_error(job, 2)
+    assert rank == 1 and "rank00001.pt is unreadable" in message and others == [0]
+    # every error a peer's loss: the lowest rank's, as before
+    (tmp_path / "b").mkdir()
+    job = _job(tmp_path / "b", {0: "RuntimeError: Connection closed by peer", 1: "RuntimeError: timed out"})
+    assert source_error(job, 2)[0] == 0
+    assert source_error(_job(tmp_path, {}), 2) is None
