@@ -65,14 +65,24 @@ def fault_report(record_property: Callable[[str, object], None]) -> Callable[...
 
 
 # The modules that run on the pools of gloo processes of tests/distributed.py (started once per pytest process).
+# (test_golden_runs.py and test_divergence.py run on pools of their own environment, closed with their module:
+# groups of their own, so that the scheduler can run them beside the shared pool's group.)
 POOL_MODULES = {
     f"test_{m}.py"
-    for m in "admm_convex admm_method baselines checkpoint comm device evaluation exchange golden_runs hsadmm_comm "
-    "divergence pipeline timing wire".split()
+    for m in "admm_convex admm_method baselines checkpoint comm device evaluation exchange hsadmm_comm "
+    "pipeline timing wire".split()
 }
 # The longest groups first (measured: minutes, not seconds), so that no worker starts one at the end while the
 # other idles; pytest's order otherwise.
-FIRST = ("minicluster", "test_experiments.py", "test_resume.py", "pool", "test_interrupts.py", "test_run_hsadmm.py")
+FIRST = (
+    "minicluster",
+    "test_experiments.py",
+    "test_resume.py",
+    "pool",
+    "test_golden_runs.py",
+    "test_interrupts.py",
+    "test_run_hsadmm.py",
+)
 
 
 def xdist_group_of(nodeid: str) -> str:

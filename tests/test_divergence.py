@@ -53,7 +53,7 @@ def _diverge(rank: int, root: str, data_root: str, method: str) -> str:
     return "finished"
 
 
-@pytest.mark.parametrize("method", ["ddp", "hsadmm", "topk"])
+@pytest.mark.parametrize("method", ["ddp", "hsadmm"])
 def test_a_nan_on_one_rank_stops_every_rank_naming_it(method: str, data_root: Path, tmp_path: Path) -> None:
     t0 = time.monotonic()
     first, second = run_distributed(_diverge, 2, str(tmp_path), str(data_root), method, timeout_s=120, env=NAN_ENV)

@@ -27,8 +27,9 @@ iteration.
   least `MARGIN` x `FLOOR`. Measured there: 7e-15 to 3e-10 for every case but Top-K, whose selection
   flips under a last-bit change (4e-5 to 9e-5; its exact values, bytes and row counts, are still
   exact); float32 with oneDNN, the former numerics, moved 0.004 to 0.48 under the same variants.
-- It still catches a change: `test_pin_catches_a_small_change` perturbs H-SADMM's inter-node penalty
-  and DDP's learning rate by 1e-3 relative and needs a deviation of at least `MARGIN` x the tolerance.
+- It still catches a change: `test_pin_catches_a_small_change` perturbs H-SADMM's inter-node penalty by
+  1e-3 relative and needs a deviation of at least `MARGIN` x the tolerance (measured: 0.026 against a
+  tolerance of 1e-10 on the pins of 2ce16bb; DDP's learning rate x 1.001 moved ddp-1x2 by 0.018).
 
 **Where it was checked.** Pins and spread made on an AMD EPYC (family 25, AVX-512; torch 2.14.1+cu130,
 2026-11-26). Not yet run on an Intel host: none was available to the session that made them; the
@@ -111,9 +112,9 @@ def test_the_spread_is_of_the_pinned_cases_and_moved_no_exact_value() -> None:
 
 
 PERTURBED = {
-    # H-SADMM's inter-node penalty rho_2 (eq. 9), 1e-3 relative
+    # H-SADMM's inter-node penalty rho_2 (eq. 9), 1e-3 relative (DDP's lr x 1.001 moved ddp-1x2 by 0.018 when
+    # measured once, 2026-11-26; not run in the suite, for its time)
     "hsadmm-2x1": {"admm": ADMMConfig(**{**CASES["hsadmm-2x1"]["admm"].__dict__, "rho_inter": 0.005 * 1.001})},
-    "ddp-1x2": {"lr": 0.005 * 1.001},
 }
 
 
