@@ -13,13 +13,15 @@ from submitit.core.utils import cloudpickle_dump
 from prunex import checkpoint
 from prunex.config import RunConfig
 from prunex.launch import source_error
-from prunex.topology import discover
+from prunex.topology import Topology
+
+ONE = Topology(rank=0, world_size=1, nodes=1, procs_per_node=1)  # not discover(): a test worker's env may name another
 
 
 def _one_set(run_dir: Path) -> Path:
     config = RunConfig(method="ddp")
     state = {"replicated": {"w": torch.ones(4)}, "node": {}, "rank": {"b": torch.zeros(2)}}
-    checkpoint.save(run_dir, discover(1, 1), config, 0, 1.0, state, barrier=lambda: None, reason="test")
+    checkpoint.save(run_dir, ONE, config, 0, 1.0, state, barrier=lambda: None, reason="test")
     return checkpoint.newest_complete(run_dir)
 
 
@@ -33,7 +35,7 @@ def test_a_damaged_checkpoint_names_its_file_and_the_fix(damage: str, tmp_path: 
     else:
         victim.write_bytes(bytes(len(data)))  # same size, nothing readable
     with pytest.raises(checkpoint.CheckpointCorrupt) as e:
-        checkpoint.load(tmp_path, discover(1, 1), RunConfig(method="ddp"), torch.device("cpu"))
+        checkpoint.load(tmp_path, ONE, RunConfig(method="ddp"), torch.device("cpu"))
     assert str(victim) in str(e.value) and f"delete {d}" in str(e.value)
 
 

@@ -126,6 +126,9 @@ def test_driver_killed_mid_experiment_and_restarted(minicluster, data_root, tmp_
     cmd += ["--results", str(results), "--only", "*s", "--time-min", "10"]
     held, other = results / "residuals" / "hsadmm-resnet20", results / "sparsity_patterns"
     hold_env = {"PRUNEX_FAULT_HOLD_AT": "1", "PRUNEX_FAULT_HOLD_FILE": str(hold), "PRUNEX_FAULT_HOLD_RUNS": held.name}
+    # held until the test releases it, up to 240 s (0.8 x the collective timeout): with the default 60 s cap,
+    # the hold ran out while the other run exported under CI's load and the held run was DONE at the restart
+    hold_env["PRUNEX_FAULT_HOLD_S"] = "240"
     driver = _launch(cmd, tmp_path / "driver1.out", **hold_env)
     other_dir = _wait_for(lambda: next(other.glob("*/DONE"), None), "the other run to finish", proc=driver).parent
     job = _wait_for(lambda: _holding(held), "the held run to hold", proc=driver)
