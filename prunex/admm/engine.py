@@ -11,7 +11,7 @@ implement ``consensus`` as a sequence of the steps of `prunex.admm.steps`. Check
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import torch
@@ -29,6 +29,20 @@ class ConsensusResult:
     residual_rows: list[dict] = field(default_factory=list)
     mask_rows: list[dict] = field(default_factory=list)
     overhead_rows: list[dict] = field(default_factory=list)  # compress/decompress seconds (H-SADMM)
+
+
+def read_norms(names: list[str], pending: list[torch.Tensor], norms_cls: type) -> dict[str, Any]:
+    """Every layer's ``norms_cls`` (`HSADMMNorms`, `FlatNorms`) from its norms, ``pending`` holding per layer
+    one norm per field of ``norms_cls`` in field order: stacked and read with one `tolist()` (one
+    device-to-host synchronisation per round), squared on the host, so the values are those one `.item()`
+    per norm gave."""
+    values = torch.stack(pending).tolist() if pending else []
+    keys = [f.name for f in fields(norms_cls)]
+    width = len(keys)
+    return {
+        n: norms_cls(**{k: v**2 for k, v in zip(keys, values[i * width : (i + 1) * width], strict=True)})
+        for i, n in enumerate(names)
+    }
 
 
 class ConsensusEngine:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import torch
 
-from prunex.admm.engine import ConsensusEngine, ConsensusResult
+from prunex.admm.engine import ConsensusEngine, ConsensusResult, read_norms
 from prunex.admm.residuals import FlatNorms, flat_residual, rebalance
 from prunex.admm.steps import dual_updates, project_or_freeze, sum_theta_plus_u, z_node_step
 from prunex.comm.bucket import Bucketer
@@ -56,13 +56,7 @@ class FlatADMM(ConsensusEngine):
             self.z[n].copy_(z_new)
             r, _ = dual_updates(self.u[n], self.theta[n], self.z[n])
             pending += [r.norm(), self.theta[n].norm(), self.u[n].norm(), self.z[n].norm(), dz]
-        # one device-to-host read for the round; squared on the host, as one .item() per norm gave them
-        values = torch.stack(pending).tolist() if pending else []
-        fields = ("r", "theta", "u", "z", "dz")
-        norms = {
-            n: FlatNorms(**{f: v**2 for f, v in zip(fields, values[5 * i : 5 * i + 5], strict=True)})
-            for i, n in enumerate(self.names)
-        }
+        norms = read_norms(self.names, pending, FlatNorms)  # one device-to-host read for the round
         for b, t in buffer_sums.items():
             self.buffers[b].copy_(t / N)
 

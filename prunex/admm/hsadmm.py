@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import torch
 
-from prunex.admm.engine import ConsensusEngine, ConsensusResult
+from prunex.admm.engine import ConsensusEngine, ConsensusResult, read_norms
 from prunex.admm.residuals import HSADMMNorms, hsadmm_residuals, rebalance
 from prunex.admm.steps import (
     dual_updates,
@@ -54,20 +54,6 @@ from prunex.comm.wire import WireBuckets
 from prunex.pruning import GroupMask
 
 __all__ = ["HSADMM", "ConsensusResult"]
-
-
-NORM_FIELDS = ("r_intra", "theta", "z_node", "u", "r_inter", "z", "v", "dz_node", "dz")  # HSADMMNorms'
-
-
-def read_norms(names: list[str], pending: list[torch.Tensor]) -> dict[str, HSADMMNorms]:
-    """Every layer's squared norms from its `NORM_FIELDS` norms, stacked and read in one `tolist()` (the
-    values, squared in float64 on the host, are those one `.item()` per norm gave)."""
-    values = torch.stack(pending).tolist() if pending else []
-    width = len(NORM_FIELDS)
-    return {
-        n: HSADMMNorms(**{f: v**2 for f, v in zip(NORM_FIELDS, values[i * width : (i + 1) * width], strict=True)})
-        for i, n in enumerate(names)
-    }
 
 
 class HSADMM(ConsensusEngine):
@@ -162,15 +148,15 @@ class HSADMM(ConsensusEngine):
         )
 
         # Phase 5 (lines 23-31): the z update, dual updates, residuals, penalty balancing.
-        pending: list[torch.Tensor] = []  # per layer, the NORM_FIELDS' norms, in that order
+        pending: list[torch.Tensor] = []  # per layer, one norm per HSADMMNorms field, in field order
         for n in self.names:
             dz = (z_new[n] - self.z[n]).norm()
             self.z[n].copy_(z_new[n])
             r_intra, r_inter = dual_updates(self.u[n], self.theta[n], self.z_node[n], self.v[n], self.z[n])
             state = {"r_intra": r_intra, "theta": self.theta[n], "z_node": self.z_node[n], "u": self.u[n]}
             state |= {"r_inter": r_inter, "z": self.z[n], "v": self.v[n]}
-            pending += [state[f].norm() for f in NORM_FIELDS[:7]] + [dz_node[n], dz]
-        norms = read_norms(self.names, pending)  # one device-to-host read for the round (Alg. 1 line 28)
+            pending += [t.norm() for t in state.values()] + [dz_node[n], dz]
+        norms = read_norms(self.names, pending, HSADMMNorms)  # one device read for the round (Alg. 1 line 28)
         for b, t in global_buffers.items():
             self.buffers[b].copy_(t)
 
