@@ -194,9 +194,23 @@ class Run:
 
     def repeat_key(self) -> str:
         """The run's configuration without what only says who asked, how it was operated and its seed:
-        runs with the same key are repeats of one measurement (they differ only in `seed`)."""
+        runs with the same key are repeats of one measurement (they differ only in `seed`). A run named
+        after its seed (`NAME-s<seed>`, experiments.pareto) refers to runs of its own seed (`init_from`,
+        `prune_finetune.flops_from`): those references are compared without their `-s<seed>` suffix."""
         skip = {*WHO_ASKED, *OPERATIONAL, "seed"}
-        return json.dumps({k: v for k, v in self.config.items() if k not in skip}, sort_keys=True, default=str)
+        config = {k: v for k, v in self.config.items() if k not in skip}
+        suffix = f"-s{self.seed}"
+
+        def unseeded(name: object) -> object:
+            return name[: -len(suffix)] if isinstance(name, str) and name.endswith(suffix) else name
+
+        if "init_from" in config:
+            config["init_from"] = unseeded(config["init_from"])
+        if isinstance(config.get("prune_finetune"), dict):
+            pf = dict(config["prune_finetune"])
+            pf["flops_from"] = unseeded(pf.get("flops_from"))
+            config["prune_finetune"] = pf
+        return json.dumps(config, sort_keys=True, default=str)
 
     @property
     def admm(self) -> dict[str, Any]:

@@ -14,6 +14,17 @@ model. Each H-SADMM point is labelled with its nominal channel keep rate; prune-
 points carry the keep rate of the H-SADMM point whose FLOPs they match; the dense DDP model (the
 baseline's starting point) is the star at 100%. A run without `export.json` keeps its nominal
 keep rate and accuracy in the csv (the claims use them) but has no place on the axes.
+
+Budgets are stated per run (issue 26): `start_run` (the run it started from, `--init-from`; "" = random
+weights), `epochs` per rank from that start and `sgd_steps_per_rank` (epochs x the run's SGD steps per
+epoch, meta.json; NaN in logs written before it was recorded). The start runs themselves (`role` start:
+the dense model every method of a seed starts from) are rows of the csv, not points of the figure.
+H-SADMM's rows say when its mask froze and why (`froze_after`: the last iteration whose mask was
+recomputed; `freeze_reason`: settled, T_freeze or retraining, freeze.parquet) and from which iteration
+its global mask stopped drifting (`drift_zero_from`, NaN: it still drifted when it froze), so that a
+forced freeze is told apart from a settled one. With several seeds per point (runs differing only in
+`seed`) the figure draws each seed faintly and the median with its range; the summary gives the median
+and the range.
 """
 
 from __future__ import annotations
@@ -44,14 +55,23 @@ COLUMNS = [
     "cpu_latency_ratio_b128",
     "matched_run",
     "mean_density",
-    "iterations",
+    "seed",
+    "role",
+    "start_run",
+    "epochs",
+    "sgd_steps_per_rank",
+    "froze_after",
+    "freeze_reason",
+    "drift_zero_from",
     "partial",
 ]
 CAPTION = (
     "Final accuracy: last evaluation (BatchNorm statistics re-estimated, the model in final_model.pt); "
     "x: parameters / FLOPs of the physically compact model (prunex.export) over the dense model's; "
-    "prune-then-finetune: the dense DDP model pruned once by filter L1 norms to at most the matched "
-    "H-SADMM point's FLOPs, fine-tuned for H-SADMM's retraining budget; hollow markers: partial runs."
+    "prune-then-finetune: the common start pruned once by filter L1 norms to at most the matched "
+    "H-SADMM point's FLOPs, then fine-tuned; every method from the same start for the same SGD steps per rank "
+    "(csv: start_run, epochs, sgd_steps_per_rank); faint: each seed; line and bars: median and range over "
+    "seeds; hollow markers: partial runs."
 )
 
 HYPER_SPARSE_PCT = 70.0  # Fig. 12 caption: "the swift drop-off only occurs in the hyper-sparse regime (> 70%)"
@@ -67,9 +87,39 @@ def _latency_ratio(run: Run, batch: int) -> float:
     return float(row["latency_ratio"].iloc[0]) if len(row) else math.nan
 
 
+def drift_zero_from(masks: pd.DataFrame, last_dynamic: int) -> float:
+    """The first dynamic iteration from which the global mask no longer drifted, up to the freeze
+    (`last_dynamic`); NaN when it drifted in the last dynamic iteration (the freeze was forced on a moving
+    mask)."""
+    glob = masks[masks["kind"] == "global"]
+    drift = glob.groupby("iteration")["drift"].sum().loc[:last_dynamic]
+    if drift.empty:
+        return math.nan
+    moving = drift[drift > 0]
+    first = int(moving.index.max()) + 1 if len(moving) else int(drift.index.min())
+    return float(first) if first <= last_dynamic else math.nan
+
+
+def _freeze(run: Run) -> tuple[float, str, float]:
+    """(froze_after, freeze_reason, drift_zero_from) of an ADMM run; NaN and "" where it has no freeze row."""
+    freeze, masks = run.table("freeze"), run.table("masks")
+    if freeze is None or freeze.empty:
+        return math.nan, "", math.nan
+    row = freeze.iloc[0]
+    at = int(row["last_dynamic"])
+    zero = drift_zero_from(masks, at) if masks is not None and len(masks) else math.nan
+    return float(at), str(row["reason"]), zero
+
+
+def _steps_per_rank(run: Run, epochs: float) -> float:
+    per_epoch = run.meta.get("steps_per_epoch")
+    return float(round(epochs * per_epoch)) if isinstance(per_epoch, int) else math.nan
+
+
 def compute(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
     rows, notes = [], []
     by_id = {r.run_id: r for r in exp.runs}
+    starts = {str(r.config.get("init_from") or "") for r in exp.runs} - {""}
     for run in exp.runs:
         if run.method not in METHODS:
             notes.append(f"{run.run_id} ({run.method}) left out")
@@ -89,14 +139,17 @@ def compute(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
             filter_keep = float(ref.admm.get("filter_keep", 1.0)) if ref else math.nan
         elif run.method == "ddp":
             channel_keep = filter_keep = 1.0
+        role = "start" if run.run_id in starts else "point"
         masks = run.table("masks")
         density = float("nan")
         if masks is not None and len(masks):
             glob = masks[masks["kind"] == "global"]
             density = float(glob[glob["iteration"] == glob["iteration"].max()]["density"].mean())
+        froze_after, reason, zero = _freeze(run) if run.method == "hsadmm" else (math.nan, "", math.nan)
         ex = run.export or {}
-        if not ex:
+        if not ex and role == "point":
             notes.append(f"{run.run_id}: no export.json (python -m prunex.export {run.path}): not placed on the axes")
+        epochs = float(steps["epoch"].max())
         rows.append(
             {
                 "run_id": run.run_id,
@@ -114,7 +167,14 @@ def compute(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
                 "cpu_latency_ratio_b128": _latency_ratio(run, 128),
                 "matched_run": matched,
                 "mean_density": density,
-                "iterations": int(steps["iteration"].max()) + 1,
+                "seed": math.nan if run.seed is None else run.seed,
+                "role": role,
+                "start_run": str(run.config.get("init_from") or ""),
+                "epochs": epochs,
+                "sgd_steps_per_rank": _steps_per_rank(run, epochs),
+                "froze_after": froze_after,
+                "freeze_reason": reason,
+                "drift_zero_from": zero,
                 "partial": not run.done,
             }
         )
@@ -124,33 +184,66 @@ def compute(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
     if len(df):
         order = {m: i for i, m in enumerate(METHODS)}
         df = df.sort_values(
-            ["model", "method", "pruning_ratio_pct"], key=lambda c: c.map(order) if c.name == "method" else c
+            ["model", "role", "method", "pruning_ratio_pct", "seed"],
+            key=lambda c: c.map(order) if c.name == "method" else c,
         ).reset_index(drop=True)
     return df, notes
 
 
+def points(df: pd.DataFrame) -> pd.DataFrame:
+    """The figure's points: one per model, method and nominal keep rate, the median over its seeds with
+    the range of the accuracy (`acc_min`, `acc_max`) and the number of seeds (`seeds`); start runs left out."""
+    pts = df[df["role"] == "point"]
+    if pts.empty:
+        return pd.DataFrame()
+    keys = ["model", "method", "channel_keep"]
+    g = pts.groupby(keys, dropna=False)
+    out = g[["final_test_acc_pct", "params_fraction_pct", "flops_fraction_pct"]].median()
+    out["acc_min"] = g["final_test_acc_pct"].min()
+    out["acc_max"] = g["final_test_acc_pct"].max()
+    out["seeds"] = g["final_test_acc_pct"].size()
+    out["partial"] = g["partial"].any()
+    return out.reset_index()
+
+
 def draw(df: pd.DataFrame, exp: Experiment) -> Figure:
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True, layout="constrained")
-    models = sorted(df["model"].unique(), key=style.model_sort_key)
+    pts, each = points(df), df[df["role"] == "point"]
+    models = sorted(pts["model"].unique(), key=style.model_sort_key) if len(pts) else []
     for ax, col, what in zip(
         axes, ("params_fraction_pct", "flops_fraction_pct"), ("parameters", "FLOPs per image"), strict=True
     ):
         for mi, model in enumerate(models):
             marker = MARKERS[mi % len(MARKERS)]
             suffix = f", {style.model_label(model)}" if len(models) > 1 else ""
-            for method in ("hsadmm", "prune_finetune"):
-                g = df[(df["model"] == model) & (df["method"] == method)].dropna(subset=[col]).sort_values(col)
+            for method in METHODS:
+                g = pts[(pts["model"] == model) & (pts["method"] == method)].dropna(subset=[col]).sort_values(col)
                 if g.empty:
                     continue
                 color = style.method_color(method)
-                ax.plot(
-                    g[col], g["final_test_acc_pct"], "-", color=color, lw=1.8, label=style.method_label(method) + suffix
+                seeds = each[(each["model"] == model) & (each["method"] == method)].dropna(subset=[col])
+                ax.plot(seeds[col], seeds["final_test_acc_pct"], marker, color=color, ms=4, alpha=0.3)
+                label = style.method_label(method) + suffix
+                if method == "ddp":
+                    marker_, label = "*", "dense DDP (same start and steps)" + suffix
+                else:
+                    marker_ = marker
+                    ax.plot(g[col], g["final_test_acc_pct"], "-", color=color, lw=1.8)
+                y = g["final_test_acc_pct"]
+                ax.errorbar(
+                    g[col],
+                    y,
+                    yerr=[y - g["acc_min"], g["acc_max"] - y],
+                    fmt=marker_,
+                    color=color,
+                    ms=12 if method == "ddp" else 6,
+                    mfc="white" if g["partial"].any() else color,
+                    capsize=3,
+                    label=label,
                 )
-                done, part = g[~g["partial"].astype(bool)], g[g["partial"].astype(bool)]
-                ax.plot(done[col], done["final_test_acc_pct"], marker, color=color, ms=6)
-                if len(part):
-                    ax.plot(part[col], part["final_test_acc_pct"], marker, mfc="white", color=color, ms=6)
                 for r in g.itertuples():
+                    if method == "ddp":
+                        continue
                     ax.annotate(
                         f"keep {r.channel_keep:g}",
                         (getattr(r, col), r.final_test_acc_pct),
@@ -159,40 +252,66 @@ def draw(df: pd.DataFrame, exp: Experiment) -> Figure:
                         fontsize=7,
                         color=color,
                     )
-            dense = df[(df["model"] == model) & (df["method"] == "ddp")].dropna(subset=[col])
-            if len(dense):
-                ax.plot(
-                    dense[col],
-                    dense["final_test_acc_pct"],
-                    "*",
-                    color=style.method_color("ddp"),
-                    ms=12,
-                    label="dense DDP (the baseline's start)" + suffix,
-                )
         ax.set_xlim(0, 105)
         ax.set_xlabel(f"achieved fraction of the dense model's {what} (%), exported model")
         ax.set_title(f"accuracy vs {what}")
     axes[0].set_ylabel("final test accuracy (%)")
-    axes[0].legend(fontsize=8, loc="center left")
-    fig.suptitle("Fig. 12: sparsity-accuracy trade-off of the exported models (labels: nominal channel keep)")
+    axes[0].legend(fontsize=8, loc="lower right")
+    n = int(pts["seeds"].max()) if len(pts) else 0
+    seeds = f"; median and range of {n} seeds" if n > 1 else ""
+    fig.suptitle(f"Fig. 12: sparsity-accuracy trade-off of the exported models (labels: nominal channel keep{seeds})")
     return fig
+
+
+def _spread(values: pd.Series) -> str:
+    values = values.dropna()
+    if len(values) <= 1:
+        return f"{values.median():.1f}%" if len(values) else "n/a"
+    return f"{values.median():.1f}% ({values.min():.1f}-{values.max():.1f}, {len(values)} seeds)"
+
+
+def _below(dense: pd.DataFrame, runs: pd.DataFrame) -> pd.Series:
+    """Per seed present in both: dense DDP's accuracy minus the run's (points)."""
+    d = dense.dropna(subset=["seed"]).set_index("seed")["final_test_acc_pct"]
+    r = runs.dropna(subset=["seed"]).set_index("seed")["final_test_acc_pct"]
+    return (d - r).dropna()
 
 
 def summary(df: pd.DataFrame) -> str:
     parts = []
-    for model, g in df.groupby("model"):
-        pts = []
-        for r in g[g["method"] == "hsadmm"].sort_values("pruning_ratio_pct").itertuples():
-            ptf = g[(g["method"] == "prune_finetune") & (g["matched_run"] == r.run_id)]
-            text = (
-                f"keep {r.channel_keep:g}: params {r.params_fraction_pct:.0f}%, FLOPs {r.flops_fraction_pct:.0f}%, "
-                f"acc {r.final_test_acc_pct:.1f}%"
+    pts = df[df["role"] == "point"]
+    for model, g in pts.groupby("model"):
+        dense = g[g["method"] == "ddp"]
+        text = [f"{style.model_label(str(model))}: dense DDP {_spread(dense['final_test_acc_pct'])}"]
+        for keep, h in g[g["method"] == "hsadmm"].groupby("channel_keep", sort=False):
+            ptf = g[(g["method"] == "prune_finetune") & g["matched_run"].isin(h["run_id"])]
+            line = (
+                f"keep {keep:g}: H-SADMM {_spread(h['final_test_acc_pct'])} at "
+                f"{h['flops_fraction_pct'].median():.0f}% FLOPs"
             )
             if len(ptf):
-                p = ptf.iloc[0]
-                text += f" (prune-then-finetune {p.final_test_acc_pct:.1f}% at {p.flops_fraction_pct:.0f}% FLOPs)"
-            pts.append(text)
-        parts.append(f"{style.model_label(str(model))} H-SADMM by nominal keep: " + "; ".join(pts))
+                line += f", prune-then-finetune {_spread(ptf['final_test_acc_pct'])}"
+                cost = _below(dense, ptf)
+                if len(cost):  # whether the data discriminates: what one-shot pruning costs against dense
+                    each = ", ".join(f"{c:.1f}" for c in cost)
+                    line += f" ({cost.median():.1f} points below dense DDP, per seed {each})"
+            frozen = h.dropna(subset=["froze_after"])
+            if keep < 1 and len(frozen):
+                settled = frozen["drift_zero_from"].notna()
+                line += (
+                    f"; mask froze after iteration {', '.join(str(int(v)) for v in frozen['froze_after'])} "
+                    f"({', '.join(frozen['freeze_reason'])}), drift zero before the freeze in {int(settled.sum())} of "
+                    f"{len(frozen)} runs"
+                )
+            text.append(line)
+        steps = g["sgd_steps_per_rank"].dropna()
+        if len(steps):
+            text.append(
+                f"{int(steps.min())}-{int(steps.max())} SGD steps per rank from the start"
+                if steps.min() != steps.max()
+                else f"{int(steps.iloc[0])} SGD steps per rank from the start for every run"
+            )
+        parts.append("; ".join(text))
     return "; ".join(parts)
 
 

@@ -40,6 +40,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.fig12_pareto import drift_zero_from
 from prunex.config import ADMMConfig, PruneFinetuneConfig, RunConfig
 from prunex.data import load_dataset
 from prunex.launch import launch
@@ -84,18 +85,9 @@ def _final(run_dir: Path) -> dict[str, float]:
         row = pd.read_parquet(freeze).iloc[0]
         out["froze_after"] = int(row["last_dynamic"])
         out["freeze_reason"] = str(row["reason"])
-        out["drift_zero_from"] = drift_zero_from(run_dir, int(row["last_dynamic"]))
+        masks = pd.read_parquet(run_dir / "masks.parquet")
+        out["drift_zero_from"] = drift_zero_from(masks, int(row["last_dynamic"]))
     return out
-
-
-def drift_zero_from(run_dir: Path, last_dynamic: int) -> float:
-    """The first dynamic iteration from which the global mask no longer drifted (NaN: it drifted in the last
-    dynamic iteration), from masks.parquet: whether the mask settled before a forced freeze."""
-    masks = pd.read_parquet(run_dir / "masks.parquet")
-    drift = masks[masks["kind"] == "global"].groupby("iteration")["drift"].sum().loc[:last_dynamic]
-    moving = drift[drift > 0]
-    first = int(moving.index.max()) + 1 if len(moving) else int(drift.index.min())
-    return float(first) if first <= last_dynamic else float("nan")
 
 
 def run_seed(seed: int, root: Path, data_root: str) -> list[dict[str, object]]:

@@ -5,68 +5,112 @@ Fig. 12 caption says 82.8%); the drop exceeds 1 point by 20% and is ~3.8 points 
 
     python -m experiments.pareto --profile local --results results
 
-Runs, per model:
-- `hsadmm-MODEL-keepK`: H-SADMM at every nominal channel keep rate K of the profile;
-- `ddp-MODEL-dense`: the dense model, DDP with the profile's SGD budget;
-- `ptf-MODEL-keepK` (K < 1): prune-then-finetune (`prunex.methods.prune_finetune`): the dense
-  model pruned once by filter L1 norms to the FLOPs that `hsadmm-MODEL-keepK`'s exported model
-  achieved, then fine-tuned with DDP for H-SADMM's retraining budget (`retrain_epochs`): the
-  epochs H-SADMM trains with its mask frozen, (iterations - T_freeze) x local epochs + masked
-  retraining epochs (at least 1). It starts after the runs it depends on (`experiments.cli`).
+A comparison between equals (issue 26): every method starts from the same dense model and gets the same
+SGD steps per rank. Runs, per model and per seed S of the profile's `Budget`:
+- `start-MODEL-sS`: dense DDP from random weights (seed S) for `start_epochs` epochs: the common start
+  (Alg. 1 line 1: "Random/Pre-trained");
+- from it (`--init-from`), each for the same `epochs` (one pass over the rank's shard per epoch, in the
+  same batches, for every method):
+  - `ddp-MODEL-dense-sS`: dense DDP, the unpruned reference;
+  - `hsadmm-MODEL-keepK-sS`: H-SADMM at every nominal channel keep rate K of the profile: `admm.iterations`
+    outer iterations of `admm.local_epochs` epochs (the mask frozen once settled, at T_freeze at the
+    latest), then `admm.retrain_epochs` epochs of masked retraining;
+  - `ptf-MODEL-keepK-sS` (K < 1): prune-then-finetune (`prunex.methods.prune_finetune`): the start pruned
+    once by filter L1 norms to the FLOPs that `hsadmm-MODEL-keepK-sS`'s exported model achieved, then
+    fine-tuned with DDP. It starts after the runs it depends on (`experiments.cli`).
 
-Every run is exported and benched after training (`--export`: `export.json`, `model_compact.pt2`,
-`inference.parquet` in its directory), in every profile.
+The one-machine profiles give H-SADMM exactly its budget (`stop_on_convergence` off) and run 3 seeds per
+point on Fashion-MNIST (`Profile.accuracy_data`); the paper profile keeps the paper's convergence stop
+(an H-SADMM run may then use fewer steps: fig12_pareto.csv gives each run's SGD steps per rank) and one
+seed. From-scratch Pareto runs (no common start) are not part of the experiment: `--init-from` is
+every method's option, so they remain one command away.
+
+Every run but the start is exported and benched after training (`--export`: `export.json`,
+`model_compact.pt2`, `inference.parquet` in its directory), in every profile.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
+
 from experiments import cli
-from experiments.common import Profile, admm, run
+from experiments.common import Profile, run
 from experiments.volume import models
-from prunex.config import PruneFinetuneConfig, RunConfig
+from prunex.config import ADMMConfig, PruneFinetuneConfig, RunConfig
 
 NAME = "pareto"
 
 
-def keep_rates(p: Profile) -> tuple[float, ...]:
-    return {
-        "paper": (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1),
-        "local": (1.0, 0.75, 0.5, 0.25),
-        "regime": (1.0, 0.75, 0.5, 0.25),
-        "smoke": (1.0, 0.5),
-    }[p.name]
+@dataclass(frozen=True)
+class Budget:
+    """One profile's Pareto budget: the common start, H-SADMM's schedule from it, seeds and keep rates."""
+
+    start_epochs: int  # dense DDP from random weights: every method's starting point
+    admm: ADMMConfig  # H-SADMM from the start (its channel keep is set per point)
+    seeds: tuple[int, ...]
+    keeps: tuple[float, ...]  # nominal channel keep rates of the H-SADMM points
+
+    @property
+    def epochs(self) -> int:
+        """Epochs per rank from the start, for every method: H-SADMM's outer iterations and retraining."""
+        return self.admm.iterations * self.admm.local_epochs + self.admm.retrain_epochs
 
 
-def retrain_epochs(p: Profile) -> int:
-    """Epochs H-SADMM trains with its mask frozen: the fine-tuning budget of prune-then-finetune."""
-    a = p.admm
-    return max(1, max(a.iterations - a.freeze_iteration, 0) * a.local_epochs + a.retrain_epochs)
+# The one-machine budget, fixed before any of its runs was made: 2 epochs of DDP, then 6 epochs (4 outer
+# iterations of 1 local epoch, T_freeze 3 with a patience of 2, 2 epochs of masked retraining: half of the
+# budget on the frozen mask) at the local profile's penalties; seeds 0, 1, 2.
+ONE_MACHINE_ADMM = {
+    "iterations": 4,
+    "local_epochs": 1,
+    "freeze_iteration": 3,
+    "freeze_patience": 2,
+    "retrain_epochs": 2,
+    "stop_on_convergence": False,
+}
+
+
+def budget(p: Profile) -> Budget:
+    """The profile's `Budget` (module docstring)."""
+    if p.name == "paper":
+        # Sec. 5.1.5's schedule as the profile has it (up to 60 outer iterations of 5 local epochs, stop on
+        # convergence); the paper names no start: 30 epochs of dense DDP (ours, a tenth of the budget).
+        keeps = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1)
+        return Budget(start_epochs=30, admm=p.admm, seeds=(0,), keeps=keeps)
+    if p.name in ("local", "regime"):
+        return Budget(2, dataclasses.replace(p.admm, **ONE_MACHINE_ADMM), seeds=(0, 1, 2), keeps=(1.0, 0.5, 0.25))
+    if p.name == "smoke":
+        return Budget(1, dataclasses.replace(p.admm, retrain_epochs=0), seeds=(0,), keeps=(1.0, 0.5))
+    raise ValueError(f"no Pareto budget for profile {p.name!r}")
 
 
 def runs(p: Profile) -> list[RunConfig]:
+    b = budget(p)
     out = []
     for model in models(p):
-        dense = f"ddp-{model}-dense"
-        out += [
-            run(p, NAME, "hsadmm", f"hsadmm-{model}-keep{k:g}", model=model, admm=admm(p, channel_keep=k), export=True)
-            for k in keep_rates(p)
-        ]
-        out.append(run(p, NAME, "ddp", dense, model=model, export=True))
-        out += [
-            run(
-                p,
-                NAME,
-                "prune_finetune",
-                f"ptf-{model}-keep{k:g}",
-                model=model,
-                epochs=retrain_epochs(p),
-                init_from=dense,
-                prune_finetune=PruneFinetuneConfig(flops_from=f"hsadmm-{model}-keep{k:g}"),
-                export=True,
-            )
-            for k in keep_rates(p)
-            if k < 1
-        ]
+        for seed in b.seeds:
+            start, hs = f"start-{model}-s{seed}", f"hsadmm-{model}-keep{{:g}}-s{seed}"
+            common = {"model": model, "seed": seed, **p.accuracy_data()}
+            out.append(run(p, NAME, "ddp", start, epochs=b.start_epochs, **common))
+            fair = {"init_from": start, "export": True, **common}
+            out.append(run(p, NAME, "ddp", f"ddp-{model}-dense-s{seed}", epochs=b.epochs, **fair))
+            out += [
+                run(p, NAME, "hsadmm", hs.format(k), admm=dataclasses.replace(b.admm, channel_keep=k), **fair)
+                for k in b.keeps
+            ]
+            out += [
+                run(
+                    p,
+                    NAME,
+                    "prune_finetune",
+                    f"ptf-{model}-keep{k:g}-s{seed}",
+                    epochs=b.epochs,
+                    prune_finetune=PruneFinetuneConfig(flops_from=hs.format(k)),
+                    **fair,
+                )
+                for k in b.keeps
+                if k < 1
+            ]
     return out
 
 

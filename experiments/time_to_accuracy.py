@@ -5,6 +5,8 @@ Paper claim (sec. 5.2, 64 V100, ResNet-152, CIFAR-10): PruneX crosses the 70% ta
 of inter-node traffic to reach its peak accuracy.
 
     python -m experiments.time_to_accuracy --profile local --results results
+
+The one-machine profiles run it on their accuracy dataset (Fashion-MNIST: `Profile.accuracy_data`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ METHODS = ("hsadmm", "ddp", "topk", "pactrain")
 
 
 def runs(p: Profile) -> list[RunConfig]:
-    return [run(p, NAME, m, f"{m}-{p.model}") for m in METHODS]
+    return [run(p, NAME, m, f"{m}-{p.model}", **p.accuracy_data()) for m in METHODS]
 
 
 if __name__ == "__main__":

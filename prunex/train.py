@@ -155,16 +155,6 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
     log = RunLog(run_dir, topo.rank)
     if topo.rank == 0:
         write_json(run_dir / "config.json", config.to_dict())
-        job_keys = ("world_size", "nodes", "procs_per_node", "emulated")
-        job_topology = {k: v for k, v in topo.as_dict().items() if k in job_keys}
-        # the link model that shaped the links (a mini cluster's tc), in meta.json and so in every log row
-        link_model = observed_link_model(config.link.model)
-        meta = collect_meta(job_topology, str(device), backend_for(device), link_model)
-        meta["cpu_binding"] = "one core per process (prunex.regime.bind_to_core)" if config.bind_cores else "none"
-        regime = read_regime()  # the regime-matched profile's link rate and why (prunex.regime)
-        if regime is not None:
-            meta["regime"] = regime
-        write_meta(run_dir, meta)
 
     seed_everything(config.seed)  # identical initial model on every rank
     model = build_model(config.model).to(device)
@@ -181,6 +171,19 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
     wire_last = read_counters() if topo.is_leader else None
     ctx = Context(config, topo, groups, comm, device, model, train_set, log)
     method = method_class(config.method)(ctx)
+    if topo.rank == 0:  # after the method is built: its SGD steps per epoch are part of the record
+        job_keys = ("world_size", "nodes", "procs_per_node", "emulated")
+        job_topology = {k: v for k, v in topo.as_dict().items() if k in job_keys}
+        # the link model that shaped the links (a mini cluster's tc), in meta.json and so in every log row
+        link_model = observed_link_model(config.link.model)
+        meta = collect_meta(job_topology, str(device), backend_for(device), link_model)
+        meta["cpu_binding"] = "one core per process (prunex.regime.bind_to_core)" if config.bind_cores else "none"
+        regime = read_regime()  # the regime-matched profile's link rate and why (prunex.regime)
+        if regime is not None:
+            meta["regime"] = regime
+        # per rank, the same for every method of a run: budgets compare in SGD steps (fig12_pareto)
+        meta["train_images"], meta["steps_per_epoch"] = len(train_set), method.steps_per_epoch
+        write_meta(run_dir, meta)
 
     total = method.num_iterations
     if total == 0 or method.steps_per_epoch == 0:

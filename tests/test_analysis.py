@@ -26,6 +26,9 @@ from fixtures.logs import (
     PTF_ACC,
     SCALING_SPEEDUP,
     _hsadmm_frac,
+    _set_final_accuracy,
+    mask_tables,
+    write_export,
     write_fixture_logs,
     write_run,
 )
@@ -449,3 +452,66 @@ def test_an_output_that_is_a_file_is_one_line(tmp_path: Path, capsys: pytest.Cap
     assert analysis_all.main(["--results", str(results), "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "is a file, not a directory" in err[0] and out.read_text() == "keep me", err
+
+
+def _pareto_seed(root: Path, seed: int, hsadmm_acc: float, ptf_acc: float, drift: list[int]) -> None:
+    """One seed of the fair Pareto layout (experiments.pareto): a start, dense DDP, H-SADMM at keep 0.5 and
+    prune-then-finetune, the last three from the start; 12 SGD steps per epoch (meta.json)."""
+
+    def edit(run: Path, steps_per_epoch: int = 12, **config: object) -> None:
+        c = json.loads((run / "config.json").read_text())
+        (run / "config.json").write_text(json.dumps({**c, "seed": seed, **config}))
+        m = json.loads((run / "meta.json").read_text())
+        (run / "meta.json").write_text(json.dumps({**m, "steps_per_epoch": steps_per_epoch}))
+
+    start, hs = f"start-s{seed}", f"hsadmm-keep0.5-s{seed}"
+    edit(write_run(root, "pareto", "ddp", iterations=2, name=start))
+    dense = write_run(root, "pareto", "ddp", iterations=6, name=f"ddp-dense-s{seed}")
+    edit(dense, init_from=start)
+    _set_final_accuracy(dense, 90.0)
+    masks = mask_tables(2, 0.5, iterations=len(drift))[0]
+    glob = masks["kind"] == "global"
+    masks.loc[glob, "drift"] = masks.loc[glob, "iteration"].map(lambda k: drift[k] if k < len(drift) else 0)
+    freeze = pd.DataFrame(
+        [{"iteration": 3, "last_dynamic": 2, "reason": "T_freeze", "stable": 1, "patience": 2, "freeze_iteration": 3}]
+    )
+    run = write_run(root, "pareto", "hsadmm", iterations=6, name=hs, extra={"masks": masks, "freeze": freeze})
+    edit(run, init_from=start)
+    _set_final_accuracy(run, hsadmm_acc)
+    write_export(run, 0.5, 0.5)
+    run = write_run(root, "pareto", "prune_finetune", iterations=6, name=f"ptf-keep0.5-s{seed}")
+    edit(run, init_from=start, prune_finetune={"flops_from": hs, "flops_keep": 1.0})
+    _set_final_accuracy(run, ptf_acc)
+    write_export(run, 0.49, 0.49)
+
+
+def test_fig12_reports_seeds_budgets_and_freezes_and_the_report_withholds_a_straddled_verdict(tmp_path: Path) -> None:
+    """Issue 26: per run its start, epochs and SGD steps per rank; the start runs are rows, not points; the
+    freeze's reason and whether the mask settled before it; seeds of one point are repeats, so a claim the
+    seeds straddle (H-SADMM above prune-then-finetune in seed 0, below in seed 1) is not decidable."""
+    from analysis import fig12_pareto
+    from analysis.common import load_experiment
+    from analysis.measurements import Logs
+    from analysis.verdicts import NOT_DECIDABLE, judge
+
+    results = tmp_path / "results"
+    _pareto_seed(results, 0, hsadmm_acc=88.0, ptf_acc=86.0, drift=[40, 0, 0])  # settled from iteration 1
+    _pareto_seed(results, 1, hsadmm_acc=84.0, ptf_acc=87.0, drift=[40, 8, 3])  # still moving when forced
+    df, _ = fig12_pareto.compute(load_experiment(results, "pareto"))
+    df = df.set_index("run_id")
+    assert list(df.loc[["start-s0", "start-s1"], "role"]) == ["start", "start"]
+    points = df[df["role"] == "point"]
+    assert set(points["start_run"]) == {"start-s0", "start-s1"} and set(points["seed"]) == {0, 1}
+    assert (points["sgd_steps_per_rank"] == points["epochs"] * 12).all() and (points["epochs"] == 6).all()
+    assert df.loc["hsadmm-keep0.5-s0", "drift_zero_from"] == 1 and df.loc["hsadmm-keep0.5-s0", "froze_after"] == 2
+    assert math.isnan(df.loc["hsadmm-keep0.5-s1", "drift_zero_from"])
+    assert df.loc["hsadmm-keep0.5-s1", "freeze_reason"] == "T_freeze"
+    pts = fig12_pareto.points(df.reset_index()).set_index(["method", "channel_keep"])
+    hs = pts.loc[("hsadmm", 0.5)]
+    assert (hs["final_test_acc_pct"], hs["acc_min"], hs["acc_max"], hs["seeds"]) == (86.0, 84.0, 88.0, 2)
+    text = fig12_pareto.summary(df.reset_index())
+    assert "H-SADMM 86.0% (84.0-88.0, 2 seeds)" in text and "drift zero before the freeze in 1 of 2 runs" in text
+    assert "(3.5 points below dense DDP, per seed 4.0, 3.0)" in text
+    (claim,) = [c for c in CLAIMS if c.id == "pareto_vs_ptf"]
+    row = judge(claim, Logs(results))
+    assert row["verdict"] == NOT_DECIDABLE and row["repeats"] == 2, row

@@ -43,11 +43,11 @@ def test_dry_run_prints_every_run_and_submits_nothing(tmp_path: Path, capsys, mo
     assert cli.main("pareto", importlib.import_module("experiments.pareto").runs, None, argv) == 0
     out, err = capsys.readouterr()
     lines = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
-    assert len(lines) == 3 * (10 + 1 + 9)  # per model: hsadmm at 10 keep rates, dense ddp, 9 prune-then-finetune
+    assert len(lines) == 3 * (1 + 10 + 1 + 9)  # per model: the start, hsadmm at 10 keep rates, dense ddp, 9 ptf
     assert all(x["params"]["slurm_partition"] == "gpu" for x in lines)
     assert all(x["params"]["gpus_per_node"] == 4 for x in lines)  # one GPU per task, without a site too
     assert all(x["device"] == "cuda" and x["estimate"] is None for x in lines)  # no site: nothing to estimate on
-    assert "[pareto] 60 runs; no GPU-hour estimate" in out
+    assert "[pareto] 63 runs; no GPU-hour estimate" in out
     assert "--account is required" in err  # what a real submission would refuse, said once
     assert not results.exists()
 
@@ -132,12 +132,20 @@ def test_prune_finetune_runs_wait_for_the_runs_they_need() -> None:
 
     configs = cli.resolve("pareto", pareto.runs, "local", None, "/tmp/unused")
     waves = cli.waves(configs)
-    assert [sorted({c.method for c in w}) for w in waves] == [["ddp", "hsadmm"], ["prune_finetune"]]
-    first = {c.name for c in waves[0]}
-    for c in waves[1]:
-        assert set(c.depends_on) <= first and c.epochs == pareto.retrain_epochs(profile("local")) == 4
-    assert all(c.export for c in configs)
+    # the common starts, then every method from them, then prune-then-finetune (it matches H-SADMM's FLOPs)
+    assert [sorted({c.method for c in w}) for w in waves] == [["ddp"], ["ddp", "hsadmm"], ["prune_finetune"]]
+    assert sorted(c.name for c in waves[0]) == [f"start-resnet20-s{s}" for s in (0, 1, 2)]
+    earlier = {c.name for c in waves[0] + waves[1]}
+    for c in waves[1] + waves[2]:
+        assert set(c.depends_on) <= earlier and c.init_from == f"start-resnet20-s{c.seed}"
+        assert c.export and c.dataset == "fashion-mnist" and c.train_subset == 2000
+    # the same SGD budget from the start for every method (epochs of one pass over the rank's shard each)
+    budget = pareto.budget(profile("local"))
+    assert budget.epochs == 6 and not budget.admm.stop_on_convergence
+    for c in waves[1] + waves[2]:
+        a = c.admm
+        assert (a.iterations * a.local_epochs + a.retrain_epochs if c.method == "hsadmm" else c.epochs) == 6
     # a dependency that is already done (not in the list) does not hold a run back
-    assert cli.waves(waves[1]) == [waves[1]]
+    assert cli.waves(waves[2]) == [waves[2]]
     with pytest.raises(ConfigError, match="init-from"):
         dataclasses.replace(configs[0], method="prune_finetune")

@@ -227,4 +227,4 @@ def test_every_run_of_a_job_array_gets_its_own_time_limit(real_slurm_env, capsys
         listed += names
     assert sorted(listed) == sorted(limits)
     keys = {c.name: submission_key(c, slurm, "f") for c in configs}
-    assert keys["ptf-resnet18-keep0.5"] != keys["ptf-resnet152-keep0.5"]
+    assert keys["ptf-resnet18-keep0.5-s0"] != keys["ptf-resnet152-keep0.5-s0"]

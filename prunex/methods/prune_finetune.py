@@ -9,7 +9,8 @@ then fine-tuned with DDP exactly like the `ddp` method (same hook, same logs) fo
 the mask enforced after every step (pruned weights back to zero), which trains exactly the physically
 pruned network: pruned channels are read by nobody, so they pass no gradient to the kept weights.
 
-The experiment gives it the retraining budget H-SADMM gets (experiments/pareto.py). The mask is
+The Pareto experiment starts it from the same dense model as H-SADMM and gives it the same SGD steps per
+rank (experiments/pareto.py). The mask is
 logged once as `final_masks` (layer, out_keep, in_keep, density), and the pruning decision as
 `pruning` (target and achieved FLOPs fraction, keep rate).
 """
