@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any, NoReturn
 
-from prunex.methods.registry import METHOD_NAMES
+from prunex.methods.registry import METHOD_NAMES, METHOD_SECTIONS, method_info
 
 # Names that can become part of a directory or a Slurm job name: no path separators, no spaces,
 # no shell metacharacters, no leading dot (so "..", ".hidden" are refused).
@@ -413,8 +413,11 @@ class RunConfig:
         return self.name
 
     def training_dict(self) -> dict[str, Any]:
-        """The resolved training configuration: everything but `WHO_ASKED` and `OPERATIONAL`."""
-        return {k: v for k, v in self.to_dict().items() if k not in WHO_ASKED + OPERATIONAL}
+        """The resolved training configuration: everything but `WHO_ASKED`, `OPERATIONAL` and the nested
+        configurations the method does not read (`MethodInfo.reads`: an ADMM schedule handed to a DDP run by
+        an experiment's profile changes nothing in its training, so it cannot make a second run of it)."""
+        unread = set(METHOD_SECTIONS) - set(method_info(self.method).reads)
+        return {k: v for k, v in self.to_dict().items() if k not in (*WHO_ASKED, *OPERATIONAL, *unread)}
 
     def training_key(self) -> str:
         """12 hex digits of the SHA-256 of `training_dict()` (canonical JSON): equal for equal trainings."""

@@ -50,6 +50,7 @@ from prunex.config import SHARED_RUNS_DIR, ConfigError, RunConfig
 from prunex.interrupt import Interrupted, deferred, last_signal, resume_hint
 from prunex.lock import RunClaim, claim_run, job_owns_run, record_job, release_claim
 from prunex.log import DONE
+from prunex.methods.registry import method_info
 from prunex.minicluster.helpers import adapt_slurm_params, export_torch_env
 from prunex.slurm import SlurmOptions, SubmitError, check_submission, executor_parameters, on_minicluster, submission
 
@@ -218,6 +219,32 @@ def check_iterations(config: RunConfig, sizes: dict[tuple[str, str, int], int] |
         )
 
 
+def check_layers(config: RunConfig, memo: dict | None = None) -> None:
+    """Refuse `--layers GLOB` when it matches no convolution weight of the model: nothing would be pruned
+    (the model is built on the meta device: no memory, no weights). `memo`: checked (model, glob) pairs."""
+    glob = config.admm.layers
+    if glob is None or "admm" not in method_info(config.method).reads:
+        return
+    memo = {} if memo is None else memo
+    if (config.model, glob) in memo:
+        return
+    import fnmatch
+
+    import torch  # the model's layer names: only for a run that names layers
+
+    from prunex.models import build_model
+
+    with torch.device("meta"):
+        model = build_model(config.model)
+    convs = [f"{n}.weight" for n, m in model.named_modules() if isinstance(m, torch.nn.Conv2d)]
+    if not any(fnmatch.fnmatchcase(name, glob) for name in convs):  # the match of prunex.pruning.layers
+        raise ConfigError(
+            f"--layers {glob!r} matches no convolution weight of {config.model}, so nothing would be pruned; "
+            f"its {len(convs)} are named like {', '.join(convs[:3])} (fnmatch, case-sensitive)"
+        )
+    memo[(config.model, glob)] = True
+
+
 def check_start(config: RunConfig) -> None:
     """`--init-from RUN` names a finished run of the same experiment: refused in one line otherwise, before
     anything is made (experiments submit a run after the runs it depends on have finished)."""
@@ -247,6 +274,7 @@ def preflight(config: RunConfig, memo: dict | None = None) -> Path:
             load_dataset(config.dataset, config.data_root, train=False)  # also makes digits once
             memo[(config.dataset, config.data_root)] = True
         check_iterations(config, memo.setdefault("train_sizes", {}))
+        check_layers(config, memo.setdefault("layers", {}))
     except DatasetMissing as e:
         raise ConfigError(str(e)) from None
     run_dir = run_dir_for(config)

@@ -25,7 +25,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from prunex.config import RHO_SCHEDULES, RunConfig
+from prunex.config import RHO_SCHEDULES, ConfigError, RunConfig
+from prunex.methods.registry import METHOD_NAMES, readers
 
 
 @dataclass(frozen=True)
@@ -172,6 +173,14 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         value = getattr(args, o.dest, None)
         if o.section and value is not None:
             sections.setdefault(o.section, {})[o.field] = value
+    method = top.get("method")
+    for section in sections:
+        if method in METHOD_NAMES and method not in readers(section):  # an unknown method: RunConfig says so
+            given = " ".join(o.flag for o in options() if o.section == section and getattr(args, o.dest) is not None)
+            raise ConfigError(
+                f"{given}: options of {', '.join(readers(section))}, which --method {method} does not read; "
+                "leave them out"
+            )
     for section, values in sections.items():
         top[section] = nested[section](**values)
     return RunConfig(**top)

@@ -147,17 +147,23 @@ def test_every_config_field_is_an_option_and_every_old_option_stays() -> None:
     fields = {f.name for f in dataclasses.fields(RunConfig)} - set(_nested()) - {"device"}
     fields |= {f"{s}.{f.name}" for s, cls in _nested().items() for f in dataclasses.fields(cls)}
     assert {o.dotted for o in options()} == fields and {o.flag for o in options()} <= flags
-    argv = "--method topk --topk-ratio 0.1 --no-adaptive-rho --link-model alpha-beta --inter-bw-gbit 2 --lr 0.5"
-    config = config_from_args(p.parse_args([*argv.split(), "--export", "--bucket-cap-mb", "5", "--device", "cpu"]))
+    argv = "--method topk --topk-ratio 0.1 --link-model alpha-beta --inter-bw-gbit 2 --lr 0.5"
+    config = config_from_args(p.parse_args([*argv.split(), "--export", "--device", "cpu"]))
     expected = RunConfig(
         method="topk",
         lr=0.5,
         export=True,
         device="cpu",
         topk=TopKConfig(ratio=0.1),
-        admm=ADMMConfig(adaptive_rho=False),
-        ddp=dataclasses.replace(RunConfig(method="ddp").ddp, bucket_cap_mb=5.0),
         link=dataclasses.replace(RunConfig(method="ddp").link, model="alpha-beta", bandwidth_gbit=2.0),
     )
     assert config == expected
+    # a section's options with a method that reads it (with another one: refused, tests/test_option_values.py)
+    assert config_from_args(p.parse_args(["--method", "hsadmm", "--no-adaptive-rho"])) == RunConfig(
+        method="hsadmm", admm=ADMMConfig(adaptive_rho=False)
+    )
+    ddp = RunConfig(method="ddp")
+    assert config_from_args(p.parse_args(["--method", "ddp", "--bucket-cap-mb", "5"])) == dataclasses.replace(
+        ddp, ddp=dataclasses.replace(ddp.ddp, bucket_cap_mb=5.0)
+    )
     assert config_from_args(p.parse_args(["--method", "ddp"])) == RunConfig(method="ddp")  # unset: defaults

@@ -139,6 +139,7 @@ def test_prune_finetune_runs_wait_for_the_runs_they_need() -> None:
     for c in waves[1] + waves[2]:
         assert set(c.depends_on) <= earlier and c.init_from == f"start-resnet20-s{c.seed}"
         assert c.export and c.dataset == "fashion-mnist" and c.train_subset == 2000
+        assert c.eval_every == pareto.FINAL_ONLY  # a point is a final model: nothing evaluated before it
     # the same SGD budget from the start for every method (epochs of one pass over the rank's shard each)
     budget = pareto.budget(profile("local"))
     assert budget.epochs == 6 and not budget.admm.stop_on_convergence

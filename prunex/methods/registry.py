@@ -28,6 +28,8 @@ class MethodInfo:
         workload: what the performance model prices per iteration, a key of
             `prunex.perfmodel.workload.WORKLOADS`.
         summary: one line on what it communicates.
+        reads: the nested configurations of `prunex.config.RunConfig` (of `METHOD_SECTIONS`) the method
+            reads; the others are not part of its run's identity, and their options are refused with it.
     """
 
     name: str
@@ -37,6 +39,7 @@ class MethodInfo:
     outer_iterations: bool
     workload: str
     summary: str
+    reads: tuple[str, ...] = ()
 
 
 _METHODS = (
@@ -48,6 +51,7 @@ _METHODS = (
         True,
         "hsadmm",
         "intra-node AllReduce of theta + u; leaders' AllReduce of the compressed z_i + v_i; Broadcast to the node",
+        ("admm",),
     ),
     MethodInfo(
         "ddp",
@@ -57,6 +61,7 @@ _METHODS = (
         False,
         "ddp",
         "flat AllReduce of the gradients in DDP's buckets, overlapped with the backward pass",
+        ("ddp",),
     ),
     MethodInfo(
         "topk",
@@ -66,6 +71,7 @@ _METHODS = (
         False,
         "topk",
         "flat AllGather of the top-k gradient values and indices per tensor, with error feedback",
+        ("topk",),
     ),
     MethodInfo(
         "flat_admm",
@@ -75,6 +81,7 @@ _METHODS = (
         True,
         "flat_admm",
         "dense flat AllReduce of theta + u; the global z projected after synchronisation",
+        ("admm",),
     ),
     MethodInfo(
         "pactrain",
@@ -84,6 +91,7 @@ _METHODS = (
         False,
         "pactrain",
         "flat AllReduce of the gradients' kept entries, packed densely without indices",
+        ("pactrain",),
     ),
     MethodInfo(
         "prune_finetune",
@@ -93,10 +101,20 @@ _METHODS = (
         False,
         "ddp",
         "a dense DDP-trained model pruned once by L1 norms, fine-tuned with DDP (dense AllReduce, mask re-applied)",
+        ("ddp", "prune_finetune"),
     ),
 )
 REGISTRY: dict[str, MethodInfo] = {m.name: m for m in _METHODS}
 METHOD_NAMES: tuple[str, ...] = tuple(REGISTRY)  # in the order figures list them
+# The method-specific nested configurations: each is read by the methods whose `reads` name it.
+METHOD_SECTIONS: tuple[str, ...] = ("admm", "topk", "pactrain", "ddp", "prune_finetune")
+
+
+def readers(section: str) -> tuple[str, ...]:
+    """The methods that read the nested configuration `section` (every method for one not in METHOD_SECTIONS)."""
+    if section not in METHOD_SECTIONS:
+        return METHOD_NAMES
+    return tuple(m.name for m in _METHODS if section in m.reads)
 
 
 def method_info(name: str) -> MethodInfo:
