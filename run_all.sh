@@ -44,6 +44,23 @@ except UnsupportedEnvironment as e:
 PY
 }
 
+on_cluster() {  # a real Slurm cluster answers here (the mini cluster of this machine is not one)
+  [ -z "${PRUNEX_MINICLUSTER_DIR:-}" ] && command -v sinfo >/dev/null && timeout 20 sinfo -h >/dev/null 2>&1
+}
+
+pip_pins() {  # pip requirements (requirements.txt's pins) of the module names $1
+  local module name pin out=""
+  for module in $1; do
+    case "$module" in
+      sklearn) name=scikit-learn ;; pytest_timeout) name=pytest-timeout ;; xdist) name=pytest-xdist ;;
+      *) name=$module ;;
+    esac
+    pin=$(grep -i "^$name==" requirements.txt || echo "$name")
+    out+="$pin "
+  done
+  echo "${out% }"
+}
+
 bootstrap() {
   # $1: the job (main, check or test), which decides the modules an existing environment must have.
   # The checkout is put on PYTHONPATH (also for the processes submitit starts), not installed: one
@@ -67,6 +84,7 @@ bootstrap() {
     return
   fi
   # An active conda or venv, then a python on PATH (e.g. `module load pytorch`), if it meets the range.
+  local first_py="" first_problem=""  # the first candidate that runs, and what it lacks
   for candidate in python python3; do
     if [ "${VIRTUAL_ENV:-}" = "$ROOT/.venv" ]; then break; fi
     command -v "$candidate" >/dev/null || continue
@@ -76,6 +94,9 @@ bootstrap() {
       PY=$candidate
       say "using the active environment ($PY)"
       return
+    fi
+    if [ -z "$first_py" ] && [ "$problem" != "does not run" ]; then
+      first_py=$candidate first_problem=$problem
     fi
     if [ -n "${CONDA_PREFIX:-}${VIRTUAL_ENV:-}" ] && [ "$candidate" = "$(command -v python)" ]; then
       say "the active environment's $candidate $problem: not used"
@@ -89,7 +110,18 @@ bootstrap() {
   local target="$ROOT/.venv"
   if [ "$cache" != none ] && { [ -L .venv ] || [ ! -e .venv ]; }; then
     target="$cache/venv-$want"
-    mkdir -p "$cache"
+  fi
+  if [ "$(cat "$target/.prunex-stamp" 2>/dev/null)" != "$want" ] && [ -z "${PRUNEX_VENV_CACHE:-}" ] && on_cluster; then
+    # On a cluster nothing of ~5 GB is built in $HOME (small quotas) unless asked: name what is missing
+    # and the one command that adds it to the environment at hand.
+    case "$first_problem" in
+      lacks*)
+        die "$first_py $first_problem: add them with: $first_py -m pip install --user $(pip_pins "${first_problem#lacks }") (or set PRUNEX_VENV_CACHE=DIR to build the pinned environment, ~5 GB, in DIR)"
+        ;;
+      *)
+        die "no Python here has prunex's packages${first_py:+ ($first_py ${first_problem})}: load the site's PyTorch module (e.g. module load pytorch), set PRUNEX_PYTHON=/path/to/python, or set PRUNEX_VENV_CACHE=DIR to build the pinned environment (~5 GB) in DIR"
+        ;;
+    esac
   fi
   if [ "$(cat "$target/.prunex-stamp" 2>/dev/null)" != "$want" ]; then
     local base="${PYTHON:-python3}" version
@@ -98,6 +130,7 @@ bootstrap() {
     "$base" -c "import sys; sys.exit(0 if sys.version_info >= tuple(map(int, '$PYTHON_MIN'.split('.'))) else 1)" \
       || die "$(command -v "$base") is Python $version; prunex needs >= $PYTHON_MIN: load a newer one (a site module, conda) or set PRUNEX_PYTHON=/path/to/python"
     say "building the environment in $target (first run: a few minutes)"
+    mkdir -p "$(dirname "$target")"
     rm -rf "$target"
     "$base" -m venv "$target"
     "$target/bin/python" -m pip install -q --disable-pip-version-check -r requirements.txt
@@ -298,7 +331,11 @@ main_job() {
       "--output=$results/driver-%j.out" --export=ALL,PRUNEX_DRIVER_JOB=1)
     local part=${PRUNEX_SLURM_DRIVER_PARTITION:-${PRUNEX_SLURM_PARTITION:-}}
     [ -n "$part" ] && sb+=("--partition=$part")
-    [ -n "${PRUNEX_SLURM_ACCOUNT:-}" ] && sb+=("--account=$PRUNEX_SLURM_ACCOUNT")
+    local account=${PRUNEX_SLURM_ACCOUNT:-} i  # --account on this command line wins, as for the runs
+    for ((i = 0; i < ${#cluster_args[@]}; i += 2)); do
+      [ "${cluster_args[i]}" = --account ] && account=${cluster_args[i + 1]}
+    done
+    [ -n "$account" ] && sb+=("--account=$account")
     local job
     job=$("${sb[@]}" --wrap "cd $(printf %q "$ROOT") && exec $(printf '%q ' "${wrap[@]}")") || {
       err "sbatch refused the driver job (see its message above)"; return 1; }

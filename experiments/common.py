@@ -74,6 +74,10 @@ PAPER_DDP_STEP_S = 0.50
 PAPER_BATCH, PAPER_GPUS, CIFAR10_TRAIN_IMAGES = 128, 16 * 4, 50_000
 PAPER_STEPS_PER_EPOCH = math.ceil((CIFAR10_TRAIN_IMAGES // PAPER_GPUS) / PAPER_BATCH)
 PAPER_SGD_EPOCHS = math.ceil(PAPER_WINDOW_S / (PAPER_STEPS_PER_EPOCH * PAPER_DDP_STEP_S))
+# DataLoader workers per GPU process (issue 27: the default 0 decodes and augments CIFAR-10 in the training
+# process, between steps). Puhti's site preset gives each GPU task 10 CPU cores (prunex/sites.py): 4
+# workers, persistent across epochs, leave the rest to the training process and NCCL's threads.
+PAPER_LOADER_WORKERS = 4
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -132,6 +136,7 @@ def profile(name: str, executor: str | None = None, regime: dict[str, Any] | Non
                 retrain_epochs=0,  # sec. 4.5: retraining is the outer loop's frozen-mask iterations
             ),
             device="cuda",
+            extra={"num_workers": PAPER_LOADER_WORKERS},
         )
     elif name == "local":
         dataset = os.environ.get("PRUNEX_LOCAL_DATASET")

@@ -56,6 +56,7 @@ class Budget:
     # VM, more than an epoch); the paper profile evaluates every epoch, since its checkpoints are taken at
     # evaluation points.
     eval_every: int = 1
+    bench_budget_s: float = 5.0  # RunConfig.bench_budget_s: seconds of timed repeats per model and batch size
 
     @property
     def epochs(self) -> int:
@@ -85,7 +86,8 @@ def budget(p: Profile) -> Budget:
         return Budget(start_epochs=30, admm=p.admm, seeds=(0,), keeps=keeps)
     if p.name in ("local", "regime"):
         admm = dataclasses.replace(p.admm, **ONE_MACHINE_ADMM)
-        return Budget(2, admm, seeds=(0, 1, 2), keeps=(1.0, 0.5, 0.25), eval_every=FINAL_ONLY)
+        # 1 s of timed repeats per inference measurement (5 s by default): 18 exported runs on the 2-core VM
+        return Budget(2, admm, seeds=(0, 1, 2), keeps=(1.0, 0.5, 0.25), eval_every=FINAL_ONLY, bench_budget_s=1.0)
     if p.name == "smoke":
         return Budget(1, dataclasses.replace(p.admm, retrain_epochs=0), seeds=(0,), keeps=(1.0, 0.5))
     raise ValueError(f"no Pareto budget for profile {p.name!r}")
@@ -99,7 +101,7 @@ def runs(p: Profile) -> list[RunConfig]:
             start, hs = f"start-{model}-s{seed}", f"hsadmm-{model}-keep{{:g}}-s{seed}"
             common = {"model": model, "seed": seed, "eval_every": b.eval_every, **p.accuracy_data()}
             out.append(run(p, NAME, "ddp", start, epochs=b.start_epochs, **common))
-            fair = {"init_from": start, "export": True, **common}
+            fair = {"init_from": start, "export": True, "bench_budget_s": b.bench_budget_s, **common}
             out.append(run(p, NAME, "ddp", f"ddp-{model}-dense-s{seed}", epochs=b.epochs, **fair))
             out += [
                 run(p, NAME, "hsadmm", hs.format(k), admm=dataclasses.replace(b.admm, channel_keep=k), **fair)

@@ -5,7 +5,9 @@ Layout of one checkpoint set, `RUN/checkpoints/it<iteration:07d>/`:
 - `replicated.pt`: state that is identical on every rank, written by rank 0;
 - `node<m:05d>.pt`: state identical on the ranks of node m, written by its leader;
 - `rank<r:05d>.pt`: rank r's own state, with its RNG states and training wall time, written by rank r;
-- `COMPLETE`: the manifest (iteration, reason, every file's size), written by rank 0 once all are on disk.
+- `<file>.sha256`: the SHA-256 of each file, computed by its owner from the bytes it wrote;
+- `COMPLETE`: the manifest (iteration, reason, every file's size and SHA-256), written by rank 0 once all
+  are on disk.
 
 Which state is whose is each method's `state_dict()` (`prunex.methods`): the model and optimizer of
 ddp, topk and pactrain and the global z of the ADMM methods are replicated; z_i (`z_node`) and v are
@@ -24,13 +26,16 @@ two; the next save removes the older one).
 
 Resuming: the newest set whose manifest exists and whose files are all there; every rank reads
 `replicated.pt`, its node's file and its own with `torch.load(weights_only=True)` (tensors and plain
-containers only). A set of another training configuration is refused, naming the fields. On the CPU
+containers only), after checking the size and SHA-256 the manifest holds for it: a damaged file is
+`CheckpointCorrupt`, one line naming it and what to do (issue 29). A set of another training
+configuration is refused, naming the fields. On the CPU
 the resumed run ends bitwise like an uninterrupted one. The checkpoints are deleted when the run
 finishes.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import random
@@ -64,8 +69,8 @@ class CheckpointMismatch(RuntimeError):
 
 
 class CheckpointCorrupt(RuntimeError):
-    """A committed checkpoint file that is not what was written: its size differs from the manifest's, or
-    it cannot be read. The message names the file and what to do."""
+    """A committed checkpoint file that is not what was written: its size or SHA-256 differs from the
+    manifest's, or it cannot be read. The message names the file and what to do."""
 
 
 class Preempted(Exception):
@@ -89,6 +94,11 @@ def file_name(role: str, topo: Topology) -> str:
 def owned_roles(topo: Topology) -> list[str]:
     """The roles whose file this rank writes: replicated on rank 0, node on leaders, rank everywhere."""
     return [r for r, mine in zip(ROLES, (topo.rank == 0, topo.is_leader, True), strict=True) if mine]
+
+
+def checksum_name(name: str) -> str:
+    """The file beside checkpoint file `name` that holds its SHA-256 (hex)."""
+    return f"{name}.sha256"
 
 
 def expected_files(nodes: int, procs_per_node: int) -> list[str]:
@@ -183,7 +193,9 @@ def write_own(
         if role == "rank":
             obj.update(wall=wall, rng=rng_state())
         data = _serialise(obj)
-        write_atomic(d / file_name(role, topo), data)
+        name = file_name(role, topo)
+        write_atomic(d / name, data)
+        write_atomic(d / checksum_name(name), hashlib.sha256(data).hexdigest().encode())  # of the bytes written
         written += len(data)
     return SaveStats(iteration, reason, len(roles), written, time.perf_counter() - t0)
 
@@ -193,7 +205,7 @@ def commit(run_dir: Path, topo: Topology, iteration: int, reason: str) -> dict[s
     d = set_dir(run_dir, iteration)
     expected = expected_files(topo.nodes, topo.procs_per_node)
     deadline = time.monotonic() + COMMIT_WAIT_S
-    while absent := [n for n in expected if not (d / n).is_file()]:
+    while absent := [n for n in expected + [checksum_name(n) for n in expected] if not (d / n).is_file()]:
         if time.monotonic() > deadline:  # a barrier came before: the file system lost writes
             raise RuntimeError(f"checkpoint {d} is missing {', '.join(absent)} after every rank wrote it")
         time.sleep(0.5)  # a shared file system may show another node's new file a moment late
@@ -203,6 +215,7 @@ def commit(run_dir: Path, topo: Topology, iteration: int, reason: str) -> dict[s
         "nodes": topo.nodes,
         "procs_per_node": topo.procs_per_node,
         "files": {n: (d / n).stat().st_size for n in expected},
+        "sha256": {n: (d / checksum_name(n)).read_text().strip() for n in expected},
         "written": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     write_json(d / MANIFEST, manifest)
@@ -244,7 +257,8 @@ def load(run_dir: Path, topo: Topology, config: RunConfig, device: torch.device)
         return None
     method: dict[str, Any] = {}
     own: dict[str, Any] = {}
-    sizes = json.loads((d / MANIFEST).read_text()).get("files", {})
+    manifest = json.loads((d / MANIFEST).read_text())
+    sizes, sums = manifest.get("files", {}), manifest.get("sha256", {})  # no sha256: a set written before them
     fix = f"delete {d} (the run resumes from the set before it, or starts over) and run the same command again"
     for role in ROLES:
         path = d / file_name(role, topo)
@@ -253,8 +267,14 @@ def load(run_dir: Path, topo: Topology, config: RunConfig, device: torch.device)
                 f"{path} has {path.stat().st_size} bytes, the set's manifest says {sizes[path.name]}: the checkpoint "
                 f"is damaged; {fix}"
             )
+        data = path.read_bytes()
+        if path.name in sums and hashlib.sha256(data).hexdigest() != sums[path.name]:
+            raise CheckpointCorrupt(
+                f"{path} does not match the SHA-256 written with it (the set's manifest): the checkpoint is "
+                f"damaged; {fix}"
+            )
         try:
-            obj = torch.load(path, map_location=device, weights_only=True)
+            obj = torch.load(io.BytesIO(data), map_location=device, weights_only=True)
         except Exception as e:  # truncated, overwritten, not a torch file
             raise CheckpointCorrupt(
                 f"{path} is unreadable ({type(e).__name__}): the checkpoint is damaged; {fix}"

@@ -224,18 +224,21 @@ def check_account(ctx: Context) -> Check:
 
 
 def check_dataset(ctx: Context, configs: list[RunConfig]) -> Check:
+    """Every dataset the profile's runs read (the one-machine profiles read two: digits and Fashion-MNIST)."""
     from prunex.data import DatasetMissing, default_root, load_dataset
 
-    sample = configs[0] if configs else None
-    if sample is None:
+    if not configs:
         return Check("dataset", NA, "no runs")
-    root = ctx.data_root or sample.data_root or str(default_root())
-    try:
-        train = load_dataset(sample.dataset, root, train=True)
-        test = load_dataset(sample.dataset, root, train=False)
-    except DatasetMissing as e:
-        return Check("dataset", FAIL, str(e))
-    return Check("dataset", OK, f"{sample.dataset} at {root}: {len(train)} train / {len(test)} test images")
+    found = []
+    for name, data_root in dict.fromkeys((c.dataset, c.data_root) for c in configs):
+        root = ctx.data_root or data_root or str(default_root())
+        try:
+            train = load_dataset(name, root, train=True)
+            test = load_dataset(name, root, train=False)
+        except DatasetMissing as e:
+            return Check("dataset", FAIL, str(e))
+        found.append(f"{name} at {root}: {len(train)} train / {len(test)} test images")
+    return Check("dataset", OK, "; ".join(found))
 
 
 def check_runs(ctx: Context, configs: list[RunConfig]) -> Check:

@@ -167,6 +167,11 @@ class TrainJob(submitit.helpers.Checkpointable):
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
         if self.config.executor != "debug":  # one job per run: this job must be the run's recorded one
             job_owns_run(self.run_dir, submitit.JobEnvironment().job_id)
+        if self.config.executor == "slurm":
+            # a port in the submitting shell's environment (sbatch exports it) would be every job's: two jobs
+            # on one node would collide (EADDRINUSE); submitit derives one from the job id without it
+            os.environ.pop("MASTER_PORT", None)
+        driver_env = dict(os.environ) if self.config.executor == "debug" else None
         export_job_env()
         if self.config.executor == "debug":
             # one process, in the driver's own process: submitit's debug environment gives every job the same
@@ -185,6 +190,9 @@ class TrainJob(submitit.helpers.Checkpointable):
         finally:
             if preemption is not None:
                 preemption.uninstall()  # submitit's handler back in place (a no-op after hand_over)
+            if driver_env is not None:  # the debug job's RANK, MASTER_PORT, ... must not leak into the driver's
+                os.environ.clear()  # later submissions (sbatch exports the driver's environment)
+                os.environ.update(driver_env)
 
 
 def export_job_env() -> None:

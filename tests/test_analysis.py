@@ -432,7 +432,7 @@ def test_report_sets_projected_speedups_beside_the_paper(tmp_path: Path) -> None
 
 
 def test_a_run_without_config_json_is_an_error_not_an_absent_run(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fault_report
 ) -> None:
     """Issue 29: the report said "no hsadmm run in latency" when one run's config.json was gone."""
     results, out = tmp_path / "results", tmp_path / "figures"
@@ -443,15 +443,17 @@ def test_a_run_without_config_json_is_an_error_not_an_absent_run(
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and str(run) in err and "without config.json" in err, err
     assert not out.exists()
+    fault_report("analysis.all on a run whose config.json is gone", None, err, "nothing written")
 
 
-def test_an_output_that_is_a_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_output_that_is_a_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], fault_report) -> None:
     results, out = tmp_path / "results", tmp_path / "afile"
     write_run(results, "latency", "hsadmm", iterations=2)
     out.write_text("keep me")
     assert analysis_all.main(["--results", str(results), "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "is a file, not a directory" in err[0] and out.read_text() == "keep me", err
+    fault_report("analysis.all --out naming a file", None, err[0], "nothing written; the file untouched")
 
 
 def _pareto_seed(root: Path, seed: int, hsadmm_acc: float, ptf_acc: float, drift: list[int]) -> None:

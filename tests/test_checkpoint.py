@@ -146,7 +146,9 @@ def roles(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
 def test_each_piece_is_written_once_by_its_owner(roles: list[dict], method: str) -> None:
     files = checkpoint.expected_files(2, 2)
     assert files == ["replicated.pt", "node00000.pt", "node00001.pt"] + [f"rank{r:05d}.pt" for r in range(4)]
-    assert roles[0][method]["files"] == sorted([*files, checkpoint.MANIFEST])
+    sums = [checkpoint.checksum_name(f) for f in files]  # each file's SHA-256, written by its owner beside it
+    assert roles[0][method]["files"] == sorted([*files, *sums, checkpoint.MANIFEST])
+    assert sorted(roles[0][method]["manifest"]["sha256"]) == sorted(files)
     # rank 0: replicated + node 0 + its own; rank 2 leads node 1: node 1 + its own; ranks 1, 3: their own
     assert [r[method]["stats"]["files"] for r in roles] == [3, 1, 2, 1]
     assert all(r[method]["manifest"] is None for r in roles[1:])

@@ -52,7 +52,8 @@ def test_missing_account_is_the_first_thing_to_fix(fake_slurm, data_root, capsys
     assert lines[0] == "prunex doctor: profile local, executor slurm, device cpu, site none"  # Slurm answers
     assert _row(lines, "slurm").split()[0] == "ok" and "gpu* (80 nodes" in _row(lines, "slurm")
     assert _row(lines, "account").split()[0] == "FAIL"
-    assert _row(lines, "dataset").split()[0] == "ok" and "1438 train / 359 test" in _row(lines, "dataset")
+    dataset = _row(lines, "dataset")  # both of the profile's datasets: digits, and Fashion-MNIST for accuracy
+    assert dataset.split()[0] == "ok" and "1438 train / 359 test" in dataset and "60000 train / 10000 test" in dataset
     assert lines[-1].startswith("first to fix: account: missing: --account")
 
 

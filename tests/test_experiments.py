@@ -118,9 +118,10 @@ def test_wire_dtype_pairs_bf16_with_fp32_per_seed_outside_the_paper_profile(caps
         seeds = profile(name).repeat_seeds
         assert [(c.seed, c.admm.wire_dtype) for c in configs] == [(s, w) for s in seeds for w in ("fp32", "bf16")]
         assert all(c.method == "hsadmm" for c in configs)
-        # seed 0's fp32 run is the time-to-accuracy run: one training
+        # on the profile's dataset (digits), where time to accuracy runs on Fashion-MNIST: not the same training
         (tta,) = [c for c in cli.resolve("time_to_accuracy", tta_runs, name, None, "results") if c.method == "hsadmm"]
-        assert run_dir_for(configs[0]) == run_dir_for(tta) != run_dir_for(configs[1])
+        assert {c.dataset for c in configs} == {"digits"} and tta.dataset == "fashion-mnist"
+        assert run_dir_for(configs[0]) != run_dir_for(configs[1])
     argv = ["--profile", "paper", "--results", "results", "--dry-run"]
     assert cli.main("wire_dtype", wire_dtype.runs, None, argv) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -188,7 +188,9 @@ def test_the_bench_cli_refuses_bad_input_in_one_line(tmp_path: Path, capsys: pyt
     assert not (tmp_path / inference.INFERENCE_FILE).exists()
 
 
-def test_export_refuses_a_damaged_truncated_or_unfinished_model(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_export_refuses_a_damaged_truncated_or_unfinished_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture, fault_report
+) -> None:
     """Issue 29: 4 KB overwritten inside final_model.pt was exported with different numbers (its exactness
     check compared against the damaged model); a truncated file was a traceback; a run without DONE was
     exported. The run writes final_model.pt's SHA-256 beside it (`prunex.export.write_checksum`)."""
@@ -207,15 +209,21 @@ def test_export_refuses_a_damaged_truncated_or_unfinished_model(tmp_path: Path, 
         assert len(err) == 1, err
         return err[0]
 
-    assert "has not finished (no DONE)" in refused()
+    line = refused()
+    assert "has not finished (no DONE)" in line
+    fault_report("prunex.export of a run without DONE", None, line, "nothing written")
     (run_dir / "DONE").write_text("done\n")
     good = weights.read_bytes()
     damaged = bytearray(good)
     damaged[len(good) // 2 : len(good) // 2 + 4096] = bytes(4096)
     weights.write_bytes(bytes(damaged))
-    assert "do not match the checksum" in refused() and not (run_dir / export.COMPACT_FILE).exists()
+    line = refused()
+    assert "do not match the checksum" in line and not (run_dir / export.COMPACT_FILE).exists()
+    fault_report("prunex.export of a final_model.pt with 4 KB overwritten", None, line, "nothing written")
     weights.write_bytes(good[:1000])
     (run_dir / ("final_model.pt" + export.CHECKSUM_SUFFIX)).unlink()  # as a run from before checksums
-    assert "not a readable model" in refused()
+    line = refused()
+    assert "not a readable model" in line
+    fault_report("prunex.export of a truncated final_model.pt without checksum", None, line, "nothing written")
     weights.write_bytes(good)
     assert export.main([str(run_dir), "--check-samples", "8"]) == 0

@@ -20,23 +20,35 @@ ONE = Topology(rank=0, world_size=1, nodes=1, procs_per_node=1)  # not discover(
 
 def _one_set(run_dir: Path) -> Path:
     config = RunConfig(method="ddp")
-    state = {"replicated": {"w": torch.ones(4)}, "node": {}, "rank": {"b": torch.zeros(2)}}
+    state = {"replicated": {"w": torch.ones(4)}, "node": {}, "rank": {"b": torch.tensor([1.25, -3.5])}}
     checkpoint.save(run_dir, ONE, config, 0, 1.0, state, barrier=lambda: None, reason="test")
     return checkpoint.newest_complete(run_dir)
 
 
-@pytest.mark.parametrize("damage", ["truncate", "overwrite"])
-def test_a_damaged_checkpoint_names_its_file_and_the_fix(damage: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("damage", ["truncate", "overwrite", "flip"])
+def test_a_damaged_checkpoint_names_its_file_and_the_fix(damage: str, tmp_path: Path, fault_report) -> None:
+    """`flip` changes a value inside a tensor: the file still loads, with other numbers, so only its
+    SHA-256 (written with it, in the manifest) tells; before checksums the run resumed from it silently."""
     d = _one_set(tmp_path)
-    victim = next(p for p in d.iterdir() if p.name.startswith("rank"))
+    victim = next(p for p in d.iterdir() if p.name.startswith("rank") and p.suffix == ".pt")
     data = victim.read_bytes()
     if damage == "truncate":
         victim.write_bytes(data[:100])
-    else:
+    elif damage == "overwrite":
         victim.write_bytes(bytes(len(data)))  # same size, nothing readable
+    else:
+        b = torch.tensor([1.25, -3.5]).numpy().tobytes()  # the rank state's tensor b, stored as raw float32 bytes
+        at = data.index(b)
+        victim.write_bytes(data[:at] + torch.full((2,), 7.0).numpy().tobytes() + data[at + len(b) :])
+        flipped = torch.load(victim, weights_only=True)["state"]["b"]
+        assert torch.equal(flipped, torch.full((2,), 7.0))  # readable, and wrong
     with pytest.raises(checkpoint.CheckpointCorrupt) as e:
         checkpoint.load(tmp_path, ONE, RunConfig(method="ddp"), torch.device("cpu"))
-    assert str(victim) in str(e.value) and f"delete {d}" in str(e.value)
+    assert str(victim) in str(e.value) and f"delete {d}" in str(e.value) and "\n" not in str(e.value)
+    if damage == "flip":
+        assert "SHA-256" in str(e.value)
+    what = {"truncate": "truncated", "overwrite": "zeroed (same size)", "flip": "a value changed (still loadable)"}
+    fault_report(f"checkpoint file {what[damage]}, on resume", None, str(e.value), "the checkpoint set, untouched")
 
 
 def _job(tmp_path: Path, outcomes: dict[int, str]) -> SimpleNamespace:

@@ -66,9 +66,11 @@ def test_regime_profile() -> None:
     # seed 0's latency runs are time_to_accuracy's: one training
     from experiments import time_to_accuracy
 
-    tta = {c.method: c.shared_id for c in time_to_accuracy.runs(p)}
-    shared = {c.method: c.shared_id for c in latency.runs(p) if c.seed == 0 and c.method in tta}
-    assert shared == {m: tta[m] for m in ("ddp", "hsadmm")}
+    # time to accuracy runs on the profile's accuracy dataset (Fashion-MNIST), latency on digits: both in the
+    # regime's topology and link
+    tta = {c.method: c for c in time_to_accuracy.runs(p)}
+    assert {c.dataset for c in tta.values()} == {"fashion-mnist"} and {c.dataset for c in latency.runs(p)} == {"digits"}
+    assert all(c.link == p.link and (c.nodes, c.procs_per_node) == (2, 2) for c in tta.values())
 
 
 def test_bind_cores_is_not_part_of_a_runs_identity() -> None:

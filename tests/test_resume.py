@@ -76,17 +76,14 @@ def test_killed_and_preempted_run_resumes_to_the_same_result(data_root: Path, tm
     assert not (run_b / "DONE").exists()
     # the newest complete set (the kill may have come before rank 0 removed set 0: the next save does)
     assert checkpoint.newest_complete(run_b) == checkpoint.set_dir(run_b, 1)
-    assert sorted(p.name for p in (run_b / "checkpoints" / "it0000001").iterdir()) == [
-        "COMPLETE",
-        "node00000.pt",
-        "rank00000.pt",
-        "rank00001.pt",
-        "replicated.pt",
-    ]
+    files = ["node00000.pt", "rank00000.pt", "rank00001.pt", "replicated.pt"]  # each with its SHA-256 beside it
+    assert sorted(p.name for p in (run_b / "checkpoints" / "it0000001").iterdir()) == sorted(
+        ["COMPLETE", *files, *(f"{f}.sha256" for f in files)]
+    )
     # relaunched with a 60-minute cadence; rank 1 receives submitit's preemption signal in iteration 2:
     # the ranks checkpoint at its end, submitit requeues the job, the requeued job resumes and finishes
     out = _run(tmp_path / "b", "--checkpoint-every-min", "60", env={"PRUNEX_FAULT_PREEMPT_AT": "2"})
-    assert "resumed after iteration 1" in out.stdout and "resumed after iteration 2" in out.stdout, out.stdout
+    assert "resumed after iteration 2 (2/" in out.stdout and "resumed after iteration 3 (3/" in out.stdout, out.stdout
     assert "checkpoint (preemption signal)" in out.stdout
     ckpts = pd.read_parquet(run_b / "checkpoints.parquet")
     reasons = ckpts.groupby("iteration")["reason"].agg(set).to_dict()

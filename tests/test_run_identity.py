@@ -97,3 +97,19 @@ def test_experiments_share_one_run_and_every_analysis_finds_it(
     assert export_logs(results, saved) == 1
     assert load_experiment(saved, "latency").run("ddp-resnet20").table("steps") is not None
     assert (saved / "strong_scaling" / "ddp-resnet20-1x1").is_symlink()
+
+
+def test_a_debug_job_leaves_the_drivers_environment_as_it_was(data_root: Path, tmp_path: Path, monkeypatch) -> None:
+    """A debug job runs in the driver's process and exports RANK, MASTER_PORT, ... there. They stayed, and
+    sbatch exports the driver's environment: every later Slurm job of the driver got that one MASTER_PORT, and
+    two such jobs on one node failed with EADDRINUSE (seen in the suite's mini cluster tests)."""
+    from prunex.launch import launch
+
+    for key in ("MASTER_PORT", "MASTER_ADDR", "RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(key, raising=False)
+    before = dict(os.environ)
+    config = RunConfig(
+        method="ddp", executor="debug", epochs=1, train_subset=64, bn_batches=1, name="x", results=str(tmp_path)
+    )
+    launch(dataclasses.replace(config, data_root=str(data_root)), echo=False)
+    assert dict(os.environ) == before

@@ -192,3 +192,34 @@ def test_a_mistyped_option_is_one_line(tmp_path: Path, capsys, fault_report) -> 
     fault_report(
         "--profile nosuch (experiments.all, as ./run_all.sh calls it first)", time.monotonic() - t0, err[0], "nothing"
     )
+
+
+# Issue 29's refusals: each value passed validation and failed after launch (a half-written run directory)
+# or trained without complaint; now one line and exit code 2 before anything is written.
+REFUSED_BEFORE_LAUNCH = [
+    ("--weight-decay nan", ["--weight-decay", "nan"], "weight_decay"),
+    ("--seed 99999999999999999999999", ["--seed", "99999999999999999999999"], "seed"),
+    ("--collective-timeout-s inf", ["--collective-timeout-s", "inf"], "collective_timeout_s"),
+    ("--bucket-cap-mb inf", ["--bucket-cap-mb", "inf"], "bucket_cap_mb"),
+    ("--rho-mu nan (hsadmm)", ["--method", "hsadmm", "--rho-mu", "nan"], "rho_mu"),
+    ("--eps-abs -1 (hsadmm)", ["--method", "hsadmm", "--eps-abs", "-1"], "eps_abs"),
+    ("--inter-latency-s nan", ["--inter-latency-s", "nan"], "alpha_s"),
+    ("--layers 'nothing*' (hsadmm)", ["--method", "hsadmm", "--layers", "nothing*"], "matches no convolution"),
+    ("--method ddp --filter-keep 0.5", ["--filter-keep", "0.5"], "which --method ddp does not read"),
+    ("--init-from nosuchrun", ["--init-from", "nosuchrun"], "nosuchrun"),
+    ("--data-root naming a file", ["--data-root", "/etc/passwd"], "/etc/passwd"),
+]
+
+
+@pytest.mark.parametrize(("what", "argv", "named"), REFUSED_BEFORE_LAUNCH, ids=[r[0] for r in REFUSED_BEFORE_LAUNCH])
+def test_a_value_that_failed_after_launch_is_refused_before(
+    what: str, argv: list[str], named: str, data_root: Path, tmp_path: Path, capsys, fault_report
+) -> None:
+    method = [] if "--method" in argv else ["--method", "ddp"]
+    root = [] if "--data-root" in argv else ["--data-root", str(data_root)]
+    results = tmp_path / "r"
+    full = [*method, *argv, *root, "--executor", "debug", "--results", str(results)]
+    rc, line, elapsed = _main(run_main, full, capsys)
+    assert rc == 2 and line.startswith(("error:", "python -m prunex.run: error:")) and named in line, line
+    assert not results.exists() or not any((results / "runs").glob("*")), "a run directory was made"
+    fault_report(what, elapsed, line, "nothing")

@@ -176,13 +176,10 @@ def test_nan_stops_the_run_at_that_iteration_with_a_checkpoint_from_before(
     run_dir = tmp_path / "adhoc" / "diverge"
     # the checkpoint from before the NaN: iteration 0's complete set; none of iteration 1
     assert [p.name for p in (run_dir / "checkpoints").iterdir()] == ["it0000000"]
-    assert sorted(p.name for p in (run_dir / "checkpoints" / "it0000000").iterdir()) == [
-        "COMPLETE",
-        "node00000.pt",
-        "rank00000.pt",
-        "rank00001.pt",
-        "replicated.pt",
-    ]
+    files = ["node00000.pt", "rank00000.pt", "rank00001.pt", "replicated.pt"]  # each with its SHA-256 beside it
+    assert sorted(p.name for p in (run_dir / "checkpoints" / "it0000000").iterdir()) == sorted(
+        ["COMPLETE", *files, *(f"{f}.sha256" for f in files)]
+    )
     tables = merge_parts(run_dir)
     assert list(tables["steps"]["iteration"]) == [0] and not (run_dir / "DONE").exists()
     for df in tables.values():  # no NaN or inf reached the tables (test_acc is NaN only when not evaluated)
@@ -195,6 +192,22 @@ def test_nan_stops_the_run_at_that_iteration_with_a_checkpoint_from_before(
         message,
         "iteration 0's logs and checkpoints (both ranks); nothing of iteration 1; no DONE",
     )
+    # Issue 29 item 3: the same command again, one bit of rank 1's file of that set flipped. Rank 1 refuses
+    # the file; rank 0 then loses its peer. The launcher's line names rank 1 and its own error, the file
+    # and the fix, not rank 0's "Connection closed by peer".
+    victim = run_dir / "checkpoints" / "it0000000" / "rank00001.pt"
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    victim.write_bytes(bytes(data))
+    t0 = time.monotonic()
+    proc = subprocess.run(proc.args, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    elapsed = time.monotonic() - t0
+    last = [ln for ln in proc.stderr.splitlines() if ln.strip()][-1]
+    assert proc.returncode == 1 and ": rank 1: prunex.checkpoint.CheckpointCorrupt: " in last, proc.stderr[-3000:]
+    named = str(victim.resolve().relative_to(tmp_path.resolve()))  # the run directory the link points to
+    assert named.endswith("checkpoints/it0000000/rank00001.pt") and named in last, last
+    assert "SHA-256" in last and "run the same command again" in last, last
+    fault_report("one bit flipped in rank 1's committed checkpoint, then the same command", elapsed, last, "the set")
 
 
 _KILL_BEFORE_RENAME = """

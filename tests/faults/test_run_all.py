@@ -120,6 +120,7 @@ def test_submit_driver_sends_a_one_core_driver_job(clone: Path, tmp_path: Path) 
     env = _env()
     env["PATH"] = os.pathsep.join([str(fake), env["PATH"]])
     env.pop("PRUNEX_MINICLUSTER_DIR", None)
+    env.pop("PRUNEX_SLURM_ACCOUNT", None)
     cmd = ["./run_all.sh", "--submit-driver", "--profile", "smoke", "--results", str(results), "--only", "latency"]
     proc = subprocess.run(cmd, cwd=clone, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -130,8 +131,43 @@ def test_submit_driver_sends_a_one_core_driver_job(clone: Path, tmp_path: Path) 
     wrap = args[args.index("--wrap") + 1]
     assert wrap.endswith(f"./run_all.sh --profile smoke --executor slurm --results {results} --detach --only latency ")
     assert _git(clone, "status", "--porcelain") == ""
+    assert not any(a.startswith("--account") for a in args)  # none given, none in the environment
+    # the account of the command line goes to the driver's job too (issue 27: only the environment's did)
+    proc = subprocess.run([*cmd, "--account", "project_x"], cwd=clone, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    args = (tmp_path / "sbatch.args").read_text().splitlines()
+    assert "--account=project_x" in args and "--account project_x" in args[args.index("--wrap") + 1]
     # without a Slurm cluster that answers: refused in one line
     (fake / "sinfo").write_text("#!/bin/sh\necho 'Unable to contact slurm controller' >&2\nexit 1\n")
     proc = subprocess.run(cmd, cwd=clone, env=env, capture_output=True, text=True, timeout=300)
     errors = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert proc.returncode == 2 and len(errors) == 1 and "--submit-driver needs a Slurm cluster" in errors[0]
+
+
+def test_on_a_cluster_nothing_is_built_in_home_unasked(clone: Path, tmp_path: Path, fault_report) -> None:
+    """Issue 27: on a cluster whose Python lacks a package, run_all.sh built the ~5 GB pinned environment in
+    the home cache without a word (home quotas are small). Now it names what is missing and the one command
+    that adds it, and builds nothing unless PRUNEX_VENV_CACHE says where."""
+    fake, home, bare = tmp_path / "bin", tmp_path / "home", tmp_path / "bare"
+    fake.mkdir()
+    (fake / "sinfo").write_text("#!/bin/sh\necho 'gpu up 1 idle'\n")  # a Slurm cluster that answers
+    (fake / "sinfo").chmod(0o755)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)  # a Python without them
+    unset = ("PRUNEX_MINICLUSTER_DIR", "XDG_CACHE_HOME", "PRUNEX_VENV_CACHE")
+    env = {k: v for k, v in _env().items() if k not in unset}
+    env |= {"HOME": str(home), "VIRTUAL_ENV": str(bare)}
+    env["PATH"] = os.pathsep.join([str(fake), str(bare / "bin"), "/usr/bin", "/bin"])
+    t0 = time.monotonic()
+    proc = subprocess.run(["./run_all.sh", "--check"], cwd=clone, env=env, capture_output=True, text=True, timeout=120)
+    errors = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2 and len(errors) == 1, (proc.stdout, proc.stderr)
+    assert f"{bare}/bin/python lacks torch torchvision submitit" in errors[0], errors[0]
+    assert "-m pip install --user torch==2.14.1 torchvision==0.29.1 submitit==1.5.4" in errors[0]
+    assert "scikit-learn==" in errors[0] and "PRUNEX_VENV_CACHE=DIR" in errors[0]
+    assert not (home / ".cache").exists() and not (clone / ".venv").exists()
+    fault_report(
+        "./run_all.sh --check on a cluster whose Python lacks packages",
+        time.monotonic() - t0,
+        errors[0],
+        "nothing (no environment built)",
+    )
