@@ -214,7 +214,7 @@ def regime_section(logs: Logs, out: Path) -> list[str]:
     share = _pct(r["measured_share"])
     if r["repeats"] > 1:
         share += f" (median of {r['repeats']} DDP runs, {_pct(r['measured_min'])}-{_pct(r['measured_max'])})"
-    where = r["measured_on"] or "no DDP run with steps and comm tables in time_to_accuracy or latency"
+    where = r["measured_on"] or "no DDP run with steps and comm tables in latency or time_to_accuracy"
     measured = (
         f"DDP's measured communication share of an iteration: **{share}** (wait-free communication per step / "
         f"iteration time, medians over steps >= 1, from {where}); with the waits inside collectives counted as "
@@ -390,7 +390,8 @@ def wire_dtype_section(results: Path, out: Path) -> list[str]:
     verdict = per_repeat((df["bf16_minus_fp32_pts"].abs() <= WIRE_TARGET_PTS).tolist(), "met", "not met")
     diff = df["bf16_minus_fp32_pts"]
     md += [
-        f"H-SADMM's time-to-accuracy run with its compact inter-node buckets in bf16 against fp32 "
+        "H-SADMM's time-to-accuracy configuration (on the profile's dataset) with its compact inter-node buckets "
+        "in bf16 against fp32 "
         f"(`experiments.wire_dtype`): final test accuracy; target: bf16 within {WIRE_TARGET_PTS:g} points of fp32, "
         f"judged per seed. Over {len(df)} seed(s): bf16 - fp32 = {diff.mean():+.1f} points on average "
         f"(median {diff.median():+.1f}, range {diff.min():+.1f} to {diff.max():+.1f}): **{verdict}**. Runs: "

@@ -328,7 +328,8 @@ def finite_or_nan(x: float) -> float:
     return float(x) if x is not None and math.isfinite(x) else float("nan")
 
 
-SAVED_FILES = ("config.json", "meta.json", DONE)
+# export.json: the achieved sizes of an exported run (--export), which Fig. 12 and Fig. 13 place runs by
+SAVED_FILES = ("config.json", "meta.json", "export.json", DONE)
 
 
 def export_logs(src: str | Path, dst: str | Path) -> int:
