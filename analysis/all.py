@@ -20,6 +20,7 @@ from analysis.common import InputError, LogError, check_results, render, report_
 from analysis.measurements import EXPERIMENTS, SPECS, Logs
 from analysis.report import write_report
 from prunex.config import ArgumentParser  # one-line refusals (prunex.config imports no torch)
+from prunex.exits import one_line
 
 
 def run_all(results: Path, out: Path) -> list[str]:
@@ -30,24 +31,24 @@ def run_all(results: Path, out: Path) -> list[str]:
             report_result(render(spec, results, out))
         except LogError as e:
             failures.append(f"{spec.name}: {e}")
-            print(f"error: {failures[-1]}", file=sys.stderr)
+            print(f"error: {one_line(failures[-1])}", file=sys.stderr)
         except Exception as e:  # a bug must not stop the other figures; the exit code still says so
             failures.append(f"{spec.name}: unexpected {type(e).__name__}: {e}")
-            print(f"error: {failures[-1]}", file=sys.stderr)
+            print(f"error: {one_line(failures[-1])}", file=sys.stderr)
     try:
         table, error = write_report(results, out)
         counts = table["verdict"].value_counts()
         print(f"report: wrote {out / 'REPORT.md'} and claims.csv: " + ", ".join(f"{n} {v}" for v, n in counts.items()))
         for r in table[table["verdict"] == "error"].to_dict("records"):
             failures.append(f"report: claim {r['claim_id']}: {r['detail']}")
-            print(f"error: {failures[-1]}", file=sys.stderr)
+            print(f"error: {one_line(failures[-1])}", file=sys.stderr)
         if error and not (table["verdict"] == "error").any():
             failures.append("report: a figure's logs could not be read (see REPORT.md)")
         for _, path, why in Logs(results).incomplete():
             failures.append(f"incomplete run {path}: {why}")
     except Exception as e:
         failures.append(f"report: unexpected {type(e).__name__}: {e}")
-        print(f"error: {failures[-1]}", file=sys.stderr)
+        print(f"error: {one_line(failures[-1])}", file=sys.stderr)
     return failures
 
 
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
             raise InputError(f"--out {out} is a file, not a directory; name a folder for the figures and report")
         failures = run_all(Path(args.results), out)
     except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {one_line(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"interrupted; {args.out} may hold some new figures and some old ones: run it again", file=sys.stderr)

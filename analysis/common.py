@@ -46,6 +46,7 @@ from matplotlib.figure import Figure
 
 from analysis import style  # selects the Agg backend before any figure exists
 from prunex.config import OPERATIONAL, WHO_ASKED
+from prunex.exits import one_line
 from prunex.log import (
     COMM_COLUMNS,
     COMM_LATER_COLUMNS,
@@ -654,7 +655,7 @@ def cli(spec: FigureSpec, argv: list[str] | None = None) -> int:
     try:
         result = render(spec, Path(args.results), Path(args.out))
     except LogError as e:
-        print(f"error: {spec.name}: {e}", file=sys.stderr)
+        print(f"error: {spec.name}: {one_line(e)}", file=sys.stderr)
         return 1
     report_result(result)
     return 0

@@ -43,6 +43,7 @@ import pandas as pd
 from analysis.fig12_pareto import drift_zero_from
 from prunex.config import ADMMConfig, PruneFinetuneConfig, RunConfig
 from prunex.data import load_dataset
+from prunex.exits import one_line
 from prunex.launch import launch
 from prunex.log import hardware_name
 
@@ -164,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         seeds = [int(s) for s in args.seeds.split(",") if s]
         load_dataset(DATASET, args.data_root or None, train=False)  # present (or unpacked) before any launch
     except (ValueError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {one_line(e)}", file=sys.stderr)
         return 2
     root = Path(args.results or tempfile.mkdtemp(prefix="prunex-pruned-"))
     steps = -(-(TRAIN_SUBSET // 4) // 64)

@@ -21,6 +21,7 @@ import time
 
 from experiments import cli
 from prunex.config import ConfigError
+from prunex.exits import one_line
 from prunex.slurm import check_submission
 
 EXPERIMENTS = (
@@ -52,7 +53,7 @@ def dry_run(args: argparse.Namespace, names: list[str]) -> int:
         estimates = [cli.estimate_for(c, slurm) for c in distinct.values()]
         total = None if any(e is None for e in estimates) else sum(e.gpu_hours for e in estimates)
     except (ConfigError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {one_line(e)}", file=sys.stderr)
         return 2
     estimate = f"{total:.1f} GPU-hours estimated" if total is not None else "no GPU-hour estimate (give --site)"
     print(
@@ -83,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         for c in (c for cs in selected.values() for c in cs):  # no account, no kernels: one line, before anything
             check_submission(c, slurm)
     except (ConfigError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {one_line(e)}", file=sys.stderr)
         return 2
     rc = cli.run_experiments(selected, args, "all", slurm)
     if rc in (0, 1):

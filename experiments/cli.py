@@ -42,7 +42,7 @@ from pathlib import Path
 
 from experiments.common import PROFILE_NAMES, Profile, profile
 from prunex.config import EXECUTOR_NAMES, ArgumentParser, ConfigError, RunConfig
-from prunex.exits import refuse
+from prunex.exits import one_line, refuse
 from prunex.interrupt import Interrupted, interruptible, last_signal
 from prunex.launch import (
     SubmitInterrupted,
@@ -291,6 +291,6 @@ def main(name: str, runs_fn: RunsFn, doc: str | None = None, argv: list[str] | N
         for c in configs:  # no account, a torch that cannot run there: one line, before anything is made
             check_submission(c, slurm)
     except (ConfigError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {one_line(e)}", file=sys.stderr)
         return 2
     return run_experiments({name: configs}, args, name, slurm)

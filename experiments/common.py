@@ -182,7 +182,7 @@ def profile(name: str, executor: str | None = None, regime: dict[str, Any] | Non
             epochs=1,
             admm=ADMMConfig(iterations=2, local_epochs=1, freeze_iteration=1),
             train_subset=128,
-            extra={"bn_batches": 2, "bench_budget_s": 0.05},
+            extra={"bn_batches": 2, "bench_budget_s": 0.05, "bench_batch": 8},
         )
     else:
         raise ValueError(f"unknown profile {name!r}; known: {', '.join(PROFILE_NAMES)}")

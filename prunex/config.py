@@ -38,10 +38,11 @@ SHARED_RUNS_DIR = "runs"  # RESULTS/runs/<shared id>: every run, once; experimen
 
 # Run identity. Two configs that differ only in these fields ask for the same training, so they share
 # one run directory (`prunex.launch.run_dir_for`): which experiment asked and what it calls the run,
-# where results go, and how the job is operated (checkpoint cadence, collective timeout), none of
-# which changes what is computed or logged.
+# where results go, and how the job is operated (checkpoint cadence, collective timeout, core binding,
+# the inference bench's large batch), none of which changes a trained weight (the bench's table records
+# the batch of each of its rows; bench_budget_s stays in the identity, as it did before bench_batch came).
 WHO_ASKED = ("experiment", "name", "results")
-OPERATIONAL = ("checkpoint_every_min", "collective_timeout_s", "bind_cores")
+OPERATIONAL = ("checkpoint_every_min", "collective_timeout_s", "bind_cores", "bench_batch")
 
 
 # Defaults that depend on the dataset. CIFAR-10: the paper's sec. 5.1.5 (batch 128 per GPU, SGD
@@ -313,6 +314,9 @@ class RunConfig:
     bind_cores: bool = False
     export: bool = False  # after training, rank 0 exports the compact model and benches inference
     bench_budget_s: float = 5.0  # --export: seconds of timed repeats per model and batch size
+    # --export: the inference bench's large batch (batch 1 is always measured; the paper's 128). The
+    # table records the batch of every row; no trained weight depends on it: not part of a run's identity.
+    bench_batch: int = 128
     admm: ADMMConfig = field(default_factory=ADMMConfig)
     topk: TopKConfig = field(default_factory=TopKConfig)
     pactrain: PacTrainConfig = field(default_factory=PacTrainConfig)
@@ -369,6 +373,8 @@ class RunConfig:
             raise ConfigError(f"train_subset must be >= 0, got {self.train_subset}")
         if self.num_workers < 0:
             raise ConfigError(f"num_workers must be >= 0, got {self.num_workers}")
+        if self.bench_batch < 1:
+            raise ConfigError(f"bench batch must be at least 1, got {self.bench_batch}")
         if not 0 < self.bench_budget_s <= MAX_SECONDS:
             raise ConfigError(f"bench budget must be in (0, {MAX_SECONDS}] s, got {self.bench_budget_s}")
         if not 0 < self.collective_timeout_s <= MAX_SECONDS:

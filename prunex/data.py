@@ -42,6 +42,8 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler
 from torchvision import transforms
 from torchvision.datasets import CIFAR10, FashionMNIST
 
+from prunex.exits import one_line
+
 CIFAR_MEAN, CIFAR_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
 DIGITS_DIR = "digits-cifar-batches-py"
 FASHION_SOURCE = Path("/usr/share/datasets/fashion-mnist")  # Debian's dataset-fashion-mnist
@@ -322,14 +324,14 @@ def main(argv: list[str] | None = None) -> int:
             kind(args.root, train=False, download=True)
         except (OSError, RuntimeError) as e:  # no network, a proxy, a full disk: one line
             what = f"downloading {args.dataset} into {args.root}"
-            print(f"error: {what} failed: {type(e).__name__}: {e}", file=sys.stderr)
+            print(f"error: {what} failed: {type(e).__name__}: {one_line(e)}", file=sys.stderr)
             return 1
         print(f"{args.dataset} is in {args.root}")
     elif args.cmd == "fashion-mnist":
         try:
             print(f"Fashion-MNIST is in {install_fashion_mnist(args.root, args.source)}")
         except (DatasetMissing, OSError) as e:
-            print(f"error: {e}", file=sys.stderr)
+            print(f"error: {one_line(e)}", file=sys.stderr)
             return 1
     else:
         print(f"digits dataset is in {make_digits(args.root)}")

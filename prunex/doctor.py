@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from prunex import compat
 from prunex.config import ConfigError, RunConfig
+from prunex.exits import one_line
 from prunex.slurm import SlurmOptions, add_cluster_options, executor_parameters, on_minicluster, slurm_options_from_args
 
 OK, FAIL, NA = "ok", "FAIL", "--"
@@ -334,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         slurm = slurm_options_from_args(args)
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {one_line(e)}", file=sys.stderr)
         return 2
     answers = slurm_answers()
     profile = args.profile or ("paper" if answers and not on_minicluster() else "regime")  # as ./run_all.sh picks

@@ -16,11 +16,17 @@ from collections.abc import Mapping
 from prunex.interrupt import Interrupted
 
 
+def one_line(text: object) -> str:
+    """`text` on one line: its non-blank lines, stripped, joined by "; " (a message that ends in a newline, or
+    quotes a multi-line error, would otherwise break the one-line contract)."""
+    return "; ".join(ln.strip() for ln in str(text).splitlines() if ln.strip())
+
+
 def refuse(e: BaseException, codes: Mapping[type[BaseException], int]) -> int:
     """Print `e` as one line on stderr; return the code of the first type in `codes` it is an instance of
     (an `Interrupted`: its own)."""
     if isinstance(e, Interrupted):
-        print(str(e), file=sys.stderr)
+        print(one_line(e), file=sys.stderr)
         return e.exit_code
-    print(f"error: {e}", file=sys.stderr)
+    print(f"error: {one_line(e)}", file=sys.stderr)
     return next(code for kind, code in codes.items() if isinstance(e, kind))

@@ -571,13 +571,27 @@ def _ranks_without_result(job: submitit.Job, tasks: int) -> list[int]:
     return [r for r in range(tasks) if not job.task(r).paths.result_pickle.exists()]
 
 
+# Lines of a task's log that are not its error: submitit's own log lines, rank 0's progress lines
+# (`[run] iteration ...`, `_Tail`) and the heading and separators submitit puts around an error stream.
+_NOT_AN_ERROR = re.compile(
+    r"^(submitit (DEBUG|INFO|WARNING|ERROR|CRITICAL)\b|\[[^\]]+\] |-{4,}$|Error stream produced:$)"
+)
+
+
 def _last_line(text: str) -> str:
-    """The exception line of a task's traceback (submitit's error text holds the whole log)."""
+    """The exception line of a task's traceback (submitit's error text holds the whole log); where there is
+    none, submitit's "has not produced any output (state: ...)" for a killed task (it quotes the task's whole
+    error stream after it), else the last line that is not submitit's logging or a progress line (issue 29:
+    such lines ended up in the launcher's one-line error)."""
     lines = [re.sub(r"^\[rank\d+\]:\s*", "", ln).strip() for ln in text.strip().splitlines()]
     for line in reversed(lines):
         if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b", line):
             return line
-    return next((ln for ln in reversed(lines) if ln), text)
+    uncompleted = re.search(r"has not produced any output \(state: [^)\n]*\)", text)  # submitit's, for a killed task
+    if uncompleted:
+        return uncompleted.group(0)
+    last = next((ln for ln in reversed(lines) if ln and not _NOT_AN_ERROR.match(ln)), "")
+    return last or "no error message in its log"
 
 
 class _Tail:

@@ -65,6 +65,7 @@ HELP = {
     "train_subset": "use only the first n training images",
     "checkpoint_every_min": "minutes between checkpoints, taken at the next evaluation point (0: at every one)",
     "export": "after training: export the compact model and bench inference (prunex.export, prunex.bench.inference)",
+    "bench_batch": "--export: the inference bench's large batch (batch 1 is always measured)",
     "admm.layers": "fnmatch glob of the constrained parameter names",
     "admm.momentum_policy": "ADMM: SGD momentum across outer iterations, carry or reset",
     "admm.rho_schedule": "ADMM: penalties grow to rho_max by T_freeze besides residual balancing (grow), or balance",

@@ -337,7 +337,7 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
         write_atomic(run_dir / "final_model.pt", buf.getvalue())
         write_checksum(run_dir / "final_model.pt")  # read back by export, which refuses a damaged file
         if config.export:
-            export_and_bench(run_dir, device, config.bench_budget_s)
+            export_and_bench(run_dir, device, config.bench_budget_s, config.bench_batch)
         merge_parts(run_dir, done=True)
         shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
         summary = {"iterations": k + 1, "wall_s": wall, "final_test_acc": test_acc}
@@ -369,7 +369,7 @@ def _checkpoint_row(stats: checkpoint.SaveStats, topo) -> dict[str, Any]:
 IN_JOB_CHECK_SAMPLES = 1024  # `python -m prunex.export RUN` checks the whole test split by default
 
 
-def export_and_bench(run_dir: Path, device: torch.device, budget_s: float) -> None:
+def export_and_bench(run_dir: Path, device: torch.device, budget_s: float, batch: int) -> None:
     """`--export`: the compact model (`prunex.export`) and its inference bench, on this job's machine.
 
     Runs on rank 0 after every rank has finished training, with every core of the machine, before
@@ -384,7 +384,8 @@ def export_and_bench(run_dir: Path, device: torch.device, budget_s: float) -> No
     # IN_JOB_CHECK_SAMPLES test images: the whole 10,000-image Fashion-MNIST split took 90 s of a 2-core VM
     result = export_run(run_dir, device=device, require_done=False, check_samples=IN_JOB_CHECK_SAMPLES)
     print(f"[{run_dir.name}] export: {summary(result)}", flush=True)
-    df = bench_run(run_dir, device="auto" if device.type == "cuda" else "cpu", budget_s=budget_s, require_done=False)
+    dev = "auto" if device.type == "cuda" else "cpu"
+    df = bench_run(run_dir, device=dev, budget_s=budget_s, batches=(1, batch), require_done=False)
     print(f"[{run_dir.name}] inference:\n{describe(df)}", flush=True)
 
 

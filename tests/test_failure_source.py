@@ -76,3 +76,46 @@ def test_the_launcher_names_the_rank_that_failed_not_the_peer_that_lost_it(tmp_p
     job = _job(tmp_path / "b", {0: "RuntimeError: Connection closed by peer", 1: "RuntimeError: timed out"})
     assert source_error(job, 2)[0] == 0
     assert source_error(_job(tmp_path, {}), 2) is None
+
+
+SUBMITIT_LOG = (
+    "submitit INFO (2026-11-26 12:00:00,000) Starting with JobEnvironment(job_id=7, hostname=vm, local_rank=1(2), "
+    "node=0(1), global_rank=1(2))\n"
+    "submitit INFO (2026-11-26 12:00:00,001) Loading pickle: /r/submitit/7_submitted.pkl\n"
+    "[killed-run] iteration 1/3 epoch 1.00 loss 2.4298 acc   7.8% inter-node 0.0 MB wall 0.5s\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        # a task killed (SIGKILL, out of memory): submitit's UncompletedJobError quotes its whole error stream
+        (
+            "Job 7 (task: 1) with path /r/submitit/7_1_result.pkl\nhas not produced any output (state: FAILED)\n"
+            "Error stream produced:\n" + "-" * 40 + "\n" + SUBMITIT_LOG,
+            "has not produced any output (state: FAILED)",
+        ),
+        # a traceback: its exception line, whatever submitit logged after it
+        (
+            "Traceback (most recent call last):\n  File ...\nOSError: [Errno 28] No space left on device\n"
+            + SUBMITIT_LOG,
+            "OSError: [Errno 28] No space left on device",
+        ),
+        (SUBMITIT_LOG, "no error message in its log"),  # nothing but submitit's logging and progress
+        ("\n  a message without an exception name  \n\n", "a message without an exception name"),
+    ],
+)
+def test_the_error_line_is_never_submitit_logging_or_a_progress_line(text: str, want: str) -> None:
+    """Issue 29, item 5: the launcher's one line carried a submitit INFO line or rank 0's progress line."""
+    from prunex.launch import _last_line
+
+    assert _last_line(text) == want
+
+
+def test_a_refusal_is_one_line_whatever_its_message_holds(capsys) -> None:
+    from prunex.config import ConfigError
+    from prunex.exits import refuse
+
+    assert refuse(ConfigError("bad value\n  quoted: line two\n"), {ConfigError: 2}) == 2
+    err = capsys.readouterr().err
+    assert err == "error: bad value; quoted: line two\n"

@@ -43,6 +43,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from prunex.exits import one_line
 from prunex.export import (
     COMPACT_FILE,
     EXPORT_JSON,
@@ -365,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     except ExportError as e:
         return fail(str(e))
     except ExactnessError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {one_line(e)}", file=sys.stderr)
         return 1
     print(describe(df))
     print(f"wrote {where}")
