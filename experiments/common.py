@@ -26,7 +26,8 @@
   `RESULTS/regime.json` before any run and kept for the life of the results directory. Processes
   are bound to cores (`bind_cores`; 4 processes on 2 cores: 2 per core, as the captions say), and
   runs go one at a time on Slurm too (`serial`: the mini cluster's nodes share the machine, and Slurm
-  would otherwise start jobs side by side on its free CPUs).
+  would otherwise start jobs side by side on its free CPUs): a wave is a job array with one task
+  running at a time (`--array=0-N%1`), so Slurm starts each run as the one before it ends.
   Strong scaling runs 1 process per node (1 -> 2 nodes, one core each); the latency experiment is
   repeated with seeds 0, 1, 2 (fixed in advance: the run-to-run spread of a 2-core machine is larger
   than the margins of its claims, README "Figures from the saved logs").
@@ -96,7 +97,8 @@ class Profile:
     extra: dict[str, Any] = field(default_factory=dict)  # other RunConfig fields
     scale_procs_per_node: int | None = None  # processes per node of the strong-scaling series (None: procs_per_node)
     repeat_seeds: tuple[int, ...] = (0,)  # seeds of the experiments that repeat a measurement (latency)
-    serial: bool = False  # one run at a time on every executor (Slurm runs jobs side by side otherwise)
+    # one run at a time on every executor (Slurm runs jobs side by side otherwise; there, arrays of %1)
+    serial: bool = False
     # The accuracy experiments' data (time to accuracy, Pareto), where it differs from `dataset`: a set on
     # which pruning costs accuracy (issue 26), with its training subset (0: all of it).
     accuracy_dataset: str | None = None

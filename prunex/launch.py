@@ -377,12 +377,18 @@ def launch(config: RunConfig, slurm: SlurmOptions | None = None, *, echo: bool =
 
 
 def submit(
-    configs: list[RunConfig], slurm: SlurmOptions | None, folder: Path | None = None, *, echo: bool = True
+    configs: list[RunConfig],
+    slurm: SlurmOptions | None,
+    folder: Path | None = None,
+    *,
+    echo: bool = True,
+    one_at_a_time: bool = False,
 ) -> list[Submitted]:
     """Claim every run (`prunex.lock.claim_run`) and submit a job for each run no live job trains;
     runs a live Slurm job trains are reattached to. Finished runs are skipped. Runs of one shape
     (nodes x tasks) and time limit go out as one Slurm job array (`executor.batch()`, `submission_key`)
-    in `folder` (default: each run's own `submitit/`). Returns one `Submitted` per unfinished run."""
+    in `folder` (default: each run's own `submitit/`); `one_at_a_time`: an array runs one task at a time
+    (sbatch --array=...%1, in submission order). Returns one `Submitted` per unfinished run."""
     out: list[Submitted] = []
     owned: list[tuple[RunConfig, Path, RunClaim]] = []
     try:
@@ -403,7 +409,7 @@ def submit(
         for item in owned:
             groups.setdefault(submission_key(item[0], slurm, folder or item[1]), []).append(item)
         for items in groups.values():
-            out += _submit_group(items, slurm, folder, echo)
+            out += _submit_group(items, slurm, folder, echo, one_at_a_time)
             owned = [o for o in owned if o not in items]
     except BaseException as e:
         for _, run_dir, _ in owned:  # claimed, never submitted
@@ -423,12 +429,18 @@ def submission_key(config: RunConfig, slurm: SlurmOptions | None, folder: Path |
 
 
 def _submit_group(
-    items: list[tuple[RunConfig, Path, RunClaim]], slurm: SlurmOptions | None, folder: Path | None, echo: bool
+    items: list[tuple[RunConfig, Path, RunClaim]],
+    slurm: SlurmOptions | None,
+    folder: Path | None,
+    echo: bool,
+    one_at_a_time: bool = False,
 ) -> list[Submitted]:
     first = items[0][0]
     for _, run_dir, _ in items:
         _clear_leftovers(run_dir)
     executor = make_executor(first, folder or items[0][1] / "submitit", slurm)
+    if one_at_a_time and first.executor == "slurm":
+        executor.update_parameters(slurm_array_parallelism=1)
     with deferred():  # an interrupt waits until the jobs are submitted and recorded, then cancels them
         return _submit_and_record(executor, items, echo)
 

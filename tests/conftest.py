@@ -70,7 +70,7 @@ def fault_report(record_property: Callable[[str, object], None]) -> Callable[...
 POOL_MODULES = {
     f"test_{m}.py"
     for m in "admm_convex admm_method baselines checkpoint comm device evaluation exchange hsadmm_comm "
-    "pipeline timing wire".split()
+    "pipeline run_ddp run_hsadmm timing wire".split()
 }
 # The longest groups first (measured: minutes, not seconds), so that no worker starts one at the end while the
 # other idles; pytest's order otherwise.
@@ -81,7 +81,6 @@ FIRST = (
     "pool",
     "test_golden_runs.py",
     "test_interrupts.py",
-    "test_run_hsadmm.py",
 )
 
 

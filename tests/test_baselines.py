@@ -1,5 +1,6 @@
 """The baselines `ddp`, `topk` and `pactrain`: step equivalence on 4 real gloo processes (2 nodes x 2),
-Top-K's error feedback, PacTrain's masks and payload, and 2 x 2 runs through the launcher."""
+Top-K's error feedback, PacTrain's masks and payload, and 2 x 1 runs of Top-K and PacTrain
+(`distributed.train_on_pool`)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
-from distributed import run_distributed
+from distributed import run_distributed, train_on_pool
 from torch import nn
 from torch.utils.data import TensorDataset
 
 from prunex.config import PacTrainConfig, RunConfig, TopKConfig
-from prunex.launch import launch
 from prunex.log import COMM_COLUMNS, COMM_LATER_COLUMNS, STEPS_COLUMNS, RunLog
 from prunex.methods import method_class
 from prunex.methods.base import Context
@@ -331,7 +331,7 @@ def run(request: pytest.FixtureRequest, data_root: Path, tmp_path_factory: pytes
         results=str(tmp_path_factory.mktemp("results")),
         **RUNS[method],
     )
-    return launch(cfg, echo=False)
+    return train_on_pool(cfg)  # what each rank of a job runs, on this module's pool
 
 
 @pytest.mark.slow

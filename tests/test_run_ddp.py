@@ -1,4 +1,4 @@
-"""End to end: `ddp` on 2 emulated nodes x 2 through submitit's local executor, and its logs."""
+"""`ddp` on 2 emulated nodes x 2 (the shared pool of 4 gloo processes, `distributed.train_on_pool`), and its logs."""
 
 import json
 from pathlib import Path
@@ -6,9 +6,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from distributed import train_on_pool
 
 from prunex.config import RunConfig
-from prunex.launch import launch
 from prunex.log import COMM_COLUMNS, COMM_LATER_COLUMNS, STEPS_COLUMNS
 from prunex.models import build_model, count_parameters
 
@@ -27,7 +27,7 @@ def ddp_run(data_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
         data_root=str(data_root),
         results=str(tmp_path_factory.mktemp("results")),
     )
-    return launch(cfg, echo=False)
+    return train_on_pool(cfg)
 
 
 def test_writes_the_tables(ddp_run: Path) -> None:

@@ -1,5 +1,6 @@
-"""End to end: `hsadmm` with channel keep 0.5 on 2 emulated nodes x 2 (submitit local executor), on 512
-training images: what the run writes and sends. How well it learns: `python -m benchmarks.learning`."""
+"""`hsadmm` with channel keep 0.5 on 2 emulated nodes x 2 (the shared pool of 4 gloo processes,
+`distributed.train_on_pool`), on 512 training images: what the run
+writes and sends. How well it learns: `python -m benchmarks.learning`."""
 
 import json
 import math
@@ -7,10 +8,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from distributed import train_on_pool
 
 from prunex.admm.residuals import HSADMM_TABLE_COLUMNS
 from prunex.config import ADMMConfig, RunConfig
-from prunex.launch import launch
 from prunex.log import STEPS_COLUMNS
 from prunex.models import build_model
 from prunex.perfmodel import workload
@@ -39,7 +40,7 @@ def run(data_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
         data_root=str(data_root),
         results=str(tmp_path_factory.mktemp("results")),
     )
-    return launch(cfg, echo=False)
+    return train_on_pool(cfg)
 
 
 def test_evaluates_the_consensus_every_outer_iteration(run: Path) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import glob
+import json
 import os
 import signal
 import subprocess
@@ -106,6 +107,33 @@ def test_run_on_minicluster_wire_matches_estimate(minicluster, data_root, tmp_pa
     record_property(f"wire_{method}", figures)
     for node, f in figures.items():
         assert abs(f["rel_err"]) <= WIRE_TOLERANCE, (node, figures)
+
+
+def test_one_at_a_time_runs_a_wave_back_to_back_without_overlap(minicluster, data_root, tmp_path):
+    """`serial` profiles (regime) send a wave as one job array with one task running at a time: Slurm starts
+    the next run as the one before it ends; the runs never overlap on the machine whose timings they are."""
+    from prunex.launch import preflight, submit, wait_all
+
+    results = tmp_path / "results"
+    kw = {"nodes": 1, "procs_per_node": 1, "epochs": 1, "train_subset": 64, "bn_batches": 1}
+    configs = [_config("ddp", data_root, results, name=f"serial-{s}", seed=s, **kw) for s in (0, 1, 2)]
+    memo: dict = {}
+    for c in configs:  # as the experiment driver does before it submits
+        preflight(c, memo)
+    entries = submit(configs, SlurmOptions(time_min=10), results / "submitit", echo=False, one_at_a_time=True)
+    array = {e.record.job_id.split("_")[0] for e in entries}
+    assert len(entries) == 3 and len(array) == 1, [e.record.job_id for e in entries]  # one array
+    script = next((results / "submitit").glob("*_submission.sh")).read_text()
+    assert "#SBATCH --array=0-2%1" in script
+    assert wait_all(entries, echo=False) == []
+    spans = []
+    for c in configs:
+        run_dir = run_dir_for(c)
+        started = pd.Timestamp(json.loads((run_dir / "meta.json").read_text())["started"])
+        spans.append((started, pd.Timestamp((run_dir / "DONE").stat().st_mtime, unit="s", tz="UTC")))
+    spans.sort()
+    for (_, end), (start, _) in zip(spans, spans[1:], strict=False):
+        assert start >= end - pd.Timedelta(seconds=1), spans  # meta.json's start is rounded to the second
 
 
 # --------------------------------------------------------------------------------------------- failures
