@@ -1,6 +1,7 @@
 """The ordinary launcher (`prunex.launch.launch`, executor "slurm") on the session's 2-node mini cluster.
 
-- ddp and hsadmm runs of 2 nodes x 2 processes finish; the node leaders' kernel-counted bytes
+- a ddp and an hsadmm run of 2 nodes x 2 processes, sent as one job array of one task at a time (the
+  regime profile's `serial`), finish one after the other; the node leaders' kernel-counted bytes
   (`wire.parquet`) match the logged ring estimate of inter-node bytes (`comm.parquet`) per node;
 - a rank SIGKILLed mid-run ends the job with a clear error within a bounded time, and `scancel` of a
   running job leaves its finished iterations' logs readable.
@@ -26,7 +27,7 @@ import pytest
 
 import prunex
 from prunex.config import ADMMConfig, RunConfig
-from prunex.launch import SlurmOptions, launch, run_dir_for
+from prunex.launch import SlurmOptions, launch, preflight, run_dir_for, submit, wait_all
 from prunex.log import merge_parts
 
 pytestmark = pytest.mark.minicluster
@@ -61,16 +62,39 @@ def _config(method: str, data_root: Path, results: Path, **kw) -> RunConfig:
 
 
 # --------------------------------------------------------------------------------------------- runs
-@pytest.mark.parametrize("method", ["ddp", "hsadmm"])
-def test_run_on_minicluster_wire_matches_estimate(minicluster, data_root, tmp_path, method, record_property):
+def test_runs_go_back_to_back_on_minicluster_and_the_wire_matches_estimate(
+    minicluster, data_root, tmp_path, record_property
+):
+    """A ddp and an hsadmm run of 2 x 2 go out as the `serial` profiles (regime) send a wave: one job array
+    running one task at a time, so Slurm starts the second as the first ends and they never overlap on the
+    machine whose timings they are. Each node leader's kernel-counted bytes then match the logged estimate."""
     # BatchNorm re-estimated on 2 batches (not 20): rank-local work that sends nothing either way. The bytes of
     # an iteration do not depend on the length of the shard: 512 images (128 a rank, 4 steps an epoch) suffice.
-    config = _config(method, data_root, tmp_path / "results", bn_batches=2, train_subset=512)
+    results = tmp_path / "results"
+    configs = [_config(m, data_root, results, bn_batches=2, train_subset=512) for m in ("ddp", "hsadmm")]
+    memo: dict = {}
+    for c in configs:  # as the experiment driver does before it submits
+        preflight(c, memo)
     t0 = time.monotonic()
-    run_dir = launch(config, SlurmOptions(time_min=10))
+    entries = submit(configs, SlurmOptions(time_min=10), results / "submitit", echo=False, one_at_a_time=True)
+    assert len({e.record.job_id.split("_")[0] for e in entries}) == 1, [e.record.job_id for e in entries]
+    assert "#SBATCH --array=0-1%1" in next((results / "submitit").glob("*_submission.sh")).read_text()
+    assert wait_all(entries, echo=False) == []
     elapsed = time.monotonic() - t0
-    assert (run_dir / "DONE").exists()
+    spans = []
+    for c in configs:
+        run_dir = run_dir_for(c)
+        assert (run_dir / "DONE").exists()
+        started = pd.Timestamp(json.loads((run_dir / "meta.json").read_text())["started"])
+        spans.append((started, pd.Timestamp((run_dir / "DONE").stat().st_mtime, unit="s", tz="UTC")))
+    (_, first_done), (second_start, _) = sorted(spans)
+    assert second_start >= first_done - pd.Timedelta(seconds=1), spans  # meta.json's start: to the second
+    print(f"\n2 runs one after the other in {elapsed:.1f}s; next start {second_start - first_done} after a DONE")
+    for c in configs:
+        _wire_matches_estimate(run_dir_for(c), c.method, record_property)
 
+
+def _wire_matches_estimate(run_dir: Path, method: str, record_property) -> None:
     steps = pd.read_parquet(run_dir / "steps.parquet")
     assert len(steps) > 1 and set(steps["link_model"]) == {"netns-tc"}, steps["link_model"].unique()
     wire = pd.read_parquet(run_dir / "wire.parquet")
@@ -96,7 +120,7 @@ def test_run_on_minicluster_wire_matches_estimate(minicluster, data_root, tmp_pa
         }
     per_iter = wire.pivot(index="iteration", columns="node", values="tx_bytes")
     est_iter = comm.groupby(["iteration", "node"])["inter_bytes"].sum().unstack()
-    print(f"\n[{method}] launch {elapsed:.1f}s, {len(steps)} iterations; wire tx vs estimated bytes from iteration 1:")
+    print(f"[{method}] {len(steps)} iterations; wire tx vs estimated bytes from iteration 1:")
     for node, f in figures.items():
         print(
             f"  node {node}: wire {f['wire_tx_bytes']:,} B  estimate {f['estimate_bytes']:,.0f} B  "
@@ -107,33 +131,6 @@ def test_run_on_minicluster_wire_matches_estimate(minicluster, data_root, tmp_pa
     record_property(f"wire_{method}", figures)
     for node, f in figures.items():
         assert abs(f["rel_err"]) <= WIRE_TOLERANCE, (node, figures)
-
-
-def test_one_at_a_time_runs_a_wave_back_to_back_without_overlap(minicluster, data_root, tmp_path):
-    """`serial` profiles (regime) send a wave as one job array with one task running at a time: Slurm starts
-    the next run as the one before it ends; the runs never overlap on the machine whose timings they are."""
-    from prunex.launch import preflight, submit, wait_all
-
-    results = tmp_path / "results"
-    kw = {"nodes": 1, "procs_per_node": 1, "epochs": 1, "train_subset": 64, "bn_batches": 1}
-    configs = [_config("ddp", data_root, results, name=f"serial-{s}", seed=s, **kw) for s in (0, 1, 2)]
-    memo: dict = {}
-    for c in configs:  # as the experiment driver does before it submits
-        preflight(c, memo)
-    entries = submit(configs, SlurmOptions(time_min=10), results / "submitit", echo=False, one_at_a_time=True)
-    array = {e.record.job_id.split("_")[0] for e in entries}
-    assert len(entries) == 3 and len(array) == 1, [e.record.job_id for e in entries]  # one array
-    script = next((results / "submitit").glob("*_submission.sh")).read_text()
-    assert "#SBATCH --array=0-2%1" in script
-    assert wait_all(entries, echo=False) == []
-    spans = []
-    for c in configs:
-        run_dir = run_dir_for(c)
-        started = pd.Timestamp(json.loads((run_dir / "meta.json").read_text())["started"])
-        spans.append((started, pd.Timestamp((run_dir / "DONE").stat().st_mtime, unit="s", tz="UTC")))
-    spans.sort()
-    for (_, end), (start, _) in zip(spans, spans[1:], strict=False):
-        assert start >= end - pd.Timedelta(seconds=1), spans  # meta.json's start is rounded to the second
 
 
 # --------------------------------------------------------------------------------------------- failures
