@@ -32,7 +32,7 @@
   repeated with seeds 0, 1, 2 (fixed in advance: the run-to-run spread of a 2-core machine is larger
   than the margins of its claims, README "Figures from the saved logs").
 - `smoke`: seconds per run for tests: one process in the foreground (debug executor), 128
-  training images, 1 epoch / 2 outer iterations.
+  training images, 1 epoch / 2 outer iterations, the inference bench at batch 8 (not 128).
 
 `paper` runs on GPUs (`--device cuda`, required: no silent CPU); `local` and `smoke` run on the
 CPU (`--device cpu`) wherever they run; `--device` on the command line overrides a profile's.
