@@ -88,15 +88,41 @@ def bind_to_core(rank: int) -> int | None:
     cores, so Slurm's per-node binding would put every node's first task on the same core); on a
     real cluster Slurm binds (``srun --cpu-bind``) and this stays off. Returns the core, or None
     where affinity cannot be set (not Linux)."""
+    global _UNBOUND
     if not hasattr(os, "sched_setaffinity"):
         return None
-    cores = sorted(os.sched_getaffinity(0))
+    allowed = os.sched_getaffinity(0)
+    cores = sorted(allowed)
     core = cores[rank % len(cores)]
+    if _UNBOUND is None:
+        _UNBOUND = allowed
     os.sched_setaffinity(0, {core})
     import torch
 
     torch.set_num_threads(1)
     return core
+
+
+_UNBOUND: set[int] | None = None  # the cores this process could use before `bind_to_core`
+
+
+def release_core() -> int:
+    """Undo `bind_to_core`: the process may use the cores it had before again (a no-op when it was not
+    bound). Returns their number. Call it before raising torch's thread count once the job's other
+    processes are done (the in-job export and inference bench): threads that torch starts later inherit
+    the affinity, and OpenMP threads sharing one core wait for each other at every barrier (a ResNet-20
+    forward pass at batch 1 took 672 ms with 2 threads bound to one core, 2.3 ms unbound, this VM)."""
+    global _UNBOUND
+    if _UNBOUND is not None:
+        os.sched_setaffinity(0, _UNBOUND)
+        _UNBOUND = None
+    return usable_cores()
+
+
+def usable_cores() -> int:
+    """The cores this process may run on: its affinity (Slurm's `--cpu-bind`, a cgroup, `taskset`), not
+    `os.cpu_count()`, the machine's, which oversubscribes a bound task's cores."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def oversubscription(world_size: int, cores: int) -> str:
@@ -198,7 +224,7 @@ def probe_compute(
             if p.is_alive():
                 p.kill()
     medians = [statistics.median(results[r][1]) for r in range(world)]
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = usable_cores()
     return {
         "compute_s": max(medians),
         "per_rank_s": medians,

@@ -63,7 +63,7 @@ from prunex.methods import method_class
 from prunex.methods.base import Context, Method
 from prunex.minicluster.wire import observed_link_model, read_counters
 from prunex.models import build_model
-from prunex.regime import bind_to_core
+from prunex.regime import bind_to_core, release_core, usable_cores
 from prunex.regime import read as read_regime
 from prunex.topology import backend_for, build_groups, discover, init_distributed
 
@@ -72,7 +72,7 @@ def _set_threads(world_on_machine: int, device: torch.device) -> None:
     """Share the CPU among the processes of this machine instead of oversubscribing it."""
     if device.type == "cuda" or "OMP_NUM_THREADS" in os.environ:
         return
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(world_on_machine, 1)))
+    torch.set_num_threads(max(1, usable_cores() // max(world_on_machine, 1)))
 
 
 def mean_over_ranks(value: float, group: dist.ProcessGroup, device: torch.device) -> float:
@@ -378,8 +378,9 @@ def export_and_bench(run_dir: Path, device: torch.device, budget_s: float, batch
     from prunex.bench.inference import bench_run, describe
     from prunex.export import export_run, summary
 
+    cores = release_core()  # --bind-cores: this rank's one core; the other ranks are done with theirs
     if device.type == "cpu" and "OMP_NUM_THREADS" not in os.environ:
-        torch.set_num_threads(os.cpu_count() or 1)
+        torch.set_num_threads(cores)
     # DONE comes after the export; its exactness check (compact against masked logits, to 1e-5) on the first
     # IN_JOB_CHECK_SAMPLES test images: the whole 10,000-image Fashion-MNIST split took 90 s of a 2-core VM
     result = export_run(run_dir, device=device, require_done=False, check_samples=IN_JOB_CHECK_SAMPLES)

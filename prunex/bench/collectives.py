@@ -82,6 +82,7 @@ from typing import Any
 
 from prunex import commcost
 from prunex.commcost import FIT_WEIGHTINGS, bandwidth_bytes
+from prunex.regime import usable_cores
 
 LEVELS = ("intra", "inter", "flat")
 OPS = ("allreduce", "broadcast")
@@ -316,7 +317,7 @@ class BenchJob:
         device = device_for("auto", topo)
         if device.type == "cpu" and "OMP_NUM_THREADS" not in os.environ:
             on_machine = topo.world_size if topo.emulated else topo.procs_per_node
-            torch.set_num_threads(max(1, (os.cpu_count() or 1) // on_machine))
+            torch.set_num_threads(max(1, usable_cores() // on_machine))
         init_distributed(topo, device, s["timeout_s"])
         try:
             groups = build_groups(topo, s["timeout_s"])

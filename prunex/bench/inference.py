@@ -58,6 +58,7 @@ from prunex.export import (
     max_relative_error,
 )
 from prunex.log import INFERENCE_COLUMNS, hardware_name
+from prunex.regime import usable_cores
 
 BATCHES = (1, 128)
 BUDGET_S = 5.0  # seconds of timed repeats per model and batch size
@@ -319,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--filter-keep", type=float, default=1.0)
     parser.add_argument("--channel-keep", type=float, default=0.5)
     parser.add_argument("--out", help="with --model: where inference.parquet goes")
-    parser.add_argument("--threads", type=int, help="CPU threads (default: every core of this machine)")
+    parser.add_argument("--threads", type=int, help="CPU threads (default: every core this process may use)")
     parser.add_argument("--budget-s", type=float, default=BUDGET_S, help="seconds of repeats per model and batch size")
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     parser.add_argument("--batches", default=",".join(map(str, BATCHES)), help="batch sizes, comma-separated")
@@ -348,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
         return fail(f"--batches must be comma-separated integers, got {args.batches!r}")
     if not batches or min(batches) < 1 or args.warmup < 1:
         return fail(f"--batches must be >= 1 and --warmup >= 1, got {args.batches!r} and {args.warmup}")
-    torch.set_num_threads(args.threads or os.cpu_count() or 1)
+    torch.set_num_threads(args.threads or usable_cores())
     try:
         if args.model is not None:
             from prunex.models import MODELS
