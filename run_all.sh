@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # PruneX suite: `./run_all.sh` runs every experiment then every figure; `./run_all.sh test` runs
-# the test suite; `./run_all.sh --check` runs the preflight check (python -m prunex.doctor). Each
+# the test suite; `./run_all.sh --check` runs the preflight check (python -m experiments.doctor). Each
 # sets the environment up itself (idempotently): an environment that meets the supported range
 # and has what the job imports is used as it is (PRUNEX_PYTHON=/path/to/python, an active conda or
 # venv, a site module's python on PATH); otherwise a .venv is built from requirements.txt.
@@ -178,14 +178,14 @@ usage: ./run_all.sh [test [PYTEST ARGS]] [--profile smoke|local|regime|paper] [-
                     [--site NAME] [--account PROJECT] [--device auto|cuda|cpu] [--partition P]
                     [--time-min N] [--gres G] [--cpus-per-task N] [--mem M] [--sbatch KEY=VALUE]
        ./run_all.sh --figures-only [--results DIR] [--out DIR]
-       ./run_all.sh --check [the options of python -m prunex.doctor]
+       ./run_all.sh --check [the options of python -m experiments.doctor]
 With no option: every experiment, then every figure and the claims report, drawn into RESULTS/figures
 (RESULTS: results/PROFILE) once every run has finished; a failed or interrupted main job draws nothing.
 The local and regime profiles also run experiments.wire_dtype (bf16 on the wire beside fp32, issue 18).
 The profile is `paper` on a real Slurm cluster and `regime` elsewhere (on a mini Slurm cluster where
 root allows): the local runs with the inter-node link rate at which DDP communicates for the share of
 an iteration it does in the paper (probed first, kept in RESULTS/regime.json; prunex/regime.py);
-`--profile local` is the compute-bound 1 Gbit/s profile. On a real Slurm cluster the preflight check (python -m prunex.doctor) runs first and
+`--profile local` is the compute-bound 1 Gbit/s profile. On a real Slurm cluster the preflight check (python -m experiments.doctor) runs first and
 nothing is submitted unless it passes; --check runs only that check. Running the same command again
 resumes: finished runs are skipped, queued or running Slurm jobs reattached. Ctrl-C cancels the
 jobs (--detach: leaves Slurm jobs running).
@@ -226,7 +226,7 @@ run_child() {
 }
 
 model_regime() {
-  # The regime profile's performance model (README "The paper's regime on one machine"): links from the
+  # The regime profile's performance model (docs/experiments.md, "The paper's regime on one machine"): links from the
   # sweep of this cluster session, compute per sample from the 1-process runs (one core each); Fig. 9's
   # model curves beyond 2 nodes, and each method's predicted iteration time against the 2 x 1 runs.
   local results=$1 computes=() m
@@ -385,8 +385,8 @@ main_job() {
   say "profile $profile, executor ${executor:-default}, results in $results"
   [ -n "$executor" ] && args+=(--executor "$executor")
   if [ "${executor:-}" = slurm ] && [ -z "${PRUNEX_MINICLUSTER_DIR:-}" ]; then
-    say "preflight check before submitting to Slurm (python -m prunex.doctor)"
-    "$PY" -m prunex.doctor --profile "$profile" --executor slurm ${cluster_args[@]+"${cluster_args[@]}"} \
+    say "preflight check before submitting to Slurm (python -m experiments.doctor)"
+    "$PY" -m experiments.doctor --profile "$profile" --executor slurm ${cluster_args[@]+"${cluster_args[@]}"} \
       || { say "the preflight check failed (see 'first to fix' above); nothing was submitted"; return 1; }
   fi
   [ $detach = 1 ] && args+=(--detach)
@@ -421,7 +421,7 @@ trap 'forward INT' INT
 trap 'forward TERM' TERM
 case "${1:-}" in
   test) shift; bootstrap test; run_tests "$@" ;;
-  --check) shift; bootstrap check; "$PY" -m prunex.doctor "$@" ;;
+  --check) shift; bootstrap check; "$PY" -m experiments.doctor "$@" ;;
   -h|--help) usage ;;
   *) bootstrap main; main_job "$@" ;;
 esac

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from analysis import measurements as measure
-from prunex.paper import FIG9_EFFICIENCY_PCT, FIG9_SPEEDUP
+from prunex.paper import FIG8_SHARE_PCT, FIG9_EFFICIENCY_PCT, FIG9_SPEEDUP
 
 if TYPE_CHECKING:
     from analysis.measurements import Logs, Measurement
@@ -247,11 +247,7 @@ CLAIMS: list[Claim] = [
             "variation of a share but not a change of the dominant category (inter-node stays >= 58%)",
             note="share among the paper's three categories (mask sync and residual AllReduce left out)",
         )
-        for key, cat, value in [
-            ("inter", "Inter-node AllReduce", 68.4),
-            ("intra", "Intra-node AllReduce", 17.8),
-            ("broadcast", "Broadcast", 13.8),
-        ]
+        for key, (cat, value) in zip(("inter", "intra", "broadcast"), FIG8_SHARE_PCT.items(), strict=True)
     ],
     # -- strong scaling (Fig. 9), 8 -> 64 GPUs -----------------------------------------------------
     Claim(

@@ -34,6 +34,7 @@ from matplotlib.figure import Figure
 from analysis import style
 from analysis.common import Experiment, cli, figure_spec
 from prunex.commtime import WAIT_OPS, wait_split
+from prunex.paper import FIG8_SHARE_PCT
 
 COLUMNS = ["source", "run_id", "model", "category", "seconds_per_rank", "share_pct", "share_of_three_pct"]
 CAPTION = (
@@ -63,12 +64,8 @@ def category(level: str, op: str) -> str:
 
 
 def paper_shares() -> dict[str, float]:
-    """Fig. 8's shares, from analysis.claims (encoded once; imported here, not above: the claims hold the
-    measurements, which read this figure's data)."""
-    from analysis.claims import CLAIMS
-    from analysis.measurements import breakdown_share
-
-    return {c.arg: c.paper_value for c in CLAIMS if c.measure is breakdown_share}  # type: ignore[misc]
+    """Fig. 8's shares (`prunex.paper.FIG8_SHARE_PCT`, which `analysis.claims` checks too)."""
+    return dict(FIG8_SHARE_PCT)
 
 
 def seconds_per_rank(comm: pd.DataFrame) -> pd.DataFrame:

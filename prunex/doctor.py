@@ -1,7 +1,11 @@
 """Preflight check: one screen for a person about to spend GPU-hours, and the first thing to fix.
 
-    python -m prunex.doctor [--profile paper] [--site puhti] [--account project_2001234] [--data-root DIR]
+    python -m experiments.doctor [--profile paper] [--site puhti] [--account project_2001234] [--data-root DIR]
     ./run_all.sh --check [same options]
+
+This module holds the checks and the command line; the command itself is `experiments.doctor`, which
+hands it the profiles and their runs (`Profiles`): the library never imports the experiments.
+`python -m prunex.doctor` refuses in one line naming that command.
 
 Checks, in order (each line: ok, FAIL, or -- for not applicable / not checked): Python; torch's
 version, CUDA build and the architectures it has kernels for; this host's GPUs with their compute
@@ -23,9 +27,7 @@ login node: each rank checks its own GPU at start).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import getpass
-import importlib
 import os
 import shutil
 import subprocess
@@ -273,21 +275,16 @@ def check_runs(ctx: Context, configs: list[RunConfig]) -> Check:
 
 
 # ----------------------------------------------------------------------------------------- driver
-def profile_runs(ctx: Context) -> list[RunConfig]:
-    """Every run of the profile (the experiments' own `runs`), with the doctor's device and data root."""
-    from experiments import all as all_experiments
-    from experiments import cli
+@dataclass(frozen=True)
+class Profiles:
+    """What the doctor asks of the experiments layer (`experiments.doctor` provides it)."""
 
-    out: list[RunConfig] = []
-    for name in all_experiments.EXPERIMENTS:
-        module = importlib.import_module(f"experiments.{name}")
-        out += cli.resolve(name, module.runs, ctx.profile, ctx.executor, "results", device=ctx.device)
-    if ctx.data_root:
-        out = [dataclasses.replace(c, data_root=ctx.data_root) for c in out]
-    return out
+    names: tuple[str, ...]  # the profiles `--profile` accepts
+    device: Callable[[str, str], str]  # (profile, executor) -> the profile's device
+    runs: Callable[[Context], list[RunConfig]]  # every run of ctx.profile, with the doctor's device and data root
 
 
-def run_checks(ctx: Context) -> list[Check]:
+def run_checks(ctx: Context, profiles: Profiles) -> list[Check]:
     checks: list[Check] = []
     for fn in (check_python, check_torch):
         checks.append(fn(ctx))
@@ -303,7 +300,7 @@ def run_checks(ctx: Context) -> list[Check]:
     ]
     checks += [fn(ctx) for fn in simple]
     try:
-        configs = profile_runs(ctx)
+        configs = profiles.runs(ctx)
     except ConfigError as e:
         return checks + [Check("runs", FAIL, str(e))]
     checks.insert(6, check_site(ctx, configs))
@@ -319,9 +316,8 @@ def render(checks: list[Check], header: str) -> str:
     return "\n".join(lines)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m prunex.doctor", description=__doc__.split("\n")[0])
-    profiles = ("smoke", "local", "regime", "paper")  # experiments.common.PROFILE_NAMES (imported lazily there)
+def build_parser(profiles: tuple[str, ...]) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m experiments.doctor", description=__doc__.split("\n")[0])
     p.add_argument("--profile", choices=profiles, help="default: paper where Slurm answers")
     p.add_argument("--executor", choices=("debug", "local", "slurm"), help="default: slurm where Slurm answers")
     p.add_argument("--data-root", default="", help="default: $PRUNEX_DATA, else ./data")
@@ -330,8 +326,9 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: list[str] | None, profiles: Profiles) -> int:
+    """`python -m experiments.doctor`: parse, check, print; 0 when nothing failed, 1 otherwise, 2 bad options."""
+    args = build_parser(profiles.names).parse_args(argv)
     try:
         slurm = slurm_options_from_args(args)
     except ConfigError as e:
@@ -342,11 +339,9 @@ def main(argv: list[str] | None = None) -> int:
     executor = args.executor or (
         "slurm" if answers else {"paper": "slurm", "local": "local", "regime": "local", "smoke": "debug"}[profile]
     )
-    from experiments.common import profile as get_profile
-
-    device = args.device or get_profile(profile, executor).device
+    device = args.device or profiles.device(profile, executor)
     ctx = Context(profile, executor, device, slurm, args.data_root, args.cluster)
-    checks = run_checks(ctx)
+    checks = run_checks(ctx, profiles)
     site = slurm.site.name if slurm.site else "none"
     header = f"prunex doctor: profile {profile}, executor {executor}, device {device}, site {site}"
     print(render(checks, header))
@@ -354,4 +349,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    print("error: the preflight check is `python -m experiments.doctor` (it reads the profiles)", file=sys.stderr)
+    sys.exit(2)

@@ -1,7 +1,8 @@
-"""The preflight check (`python -m prunex.doctor`) and run_all.sh's refusals of an unusable Python."""
+"""The preflight check (`python -m experiments.doctor`) and run_all.sh's refusals of an unusable Python."""
 
 import importlib
 import os
+import runpy
 import shutil
 import stat
 import subprocess
@@ -9,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from experiments import doctor
 from experiments.all import EXPERIMENTS
 from experiments.common import profile
-from prunex import doctor
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -80,6 +81,13 @@ def test_unknown_partition_and_foreign_account_fail(fake_slurm, data_root, capsy
     assert "partition 'gpumedium' is not among gpu, gputest" in _row(lines, "slurm")
     assert "project_9 is not one of your accounts: project_2001234" in _row(lines, "account")
     assert lines[-1].startswith("first to fix: slurm:")
+
+
+def test_the_old_module_path_names_the_new_command_in_one_line(capsys) -> None:
+    with pytest.raises(SystemExit) as e:
+        runpy.run_module("prunex.doctor", run_name="__main__")  # `python -m prunex.doctor`
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1 and "`python -m experiments.doctor`" in err
 
 
 def test_bad_option_is_exit_2(capsys) -> None:

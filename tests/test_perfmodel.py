@@ -455,7 +455,7 @@ def test_cluster_from_sweep_cli_then_project(tmp_path, capsys):
 def test_sweep_fit_on_last_arriver_times_recovers_the_link(tmp_path):
     # members leave the barrier at different times: the slowest member's time carries a 3 ms skew on top of
     # alpha + b(n)/beta, the last arriver's does not; "last" refits on the latter and recovers alpha and beta
-    from prunex.bench.collectives import bytes_factor
+    from prunex.perfmodel.calibrate import bytes_factor
 
     alpha, beta, sizes = 5e-4, 1.25e8, [1024 * 4**i for i in range(8)]
     rows = []

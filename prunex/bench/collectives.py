@@ -54,7 +54,8 @@ relative error of the fitted line over the sizes.
 Output: ``OUT`` (one row per level, op and size: level, op, size_bytes, seconds, seconds_min, seconds_max,
 members, bytes_term, busbw_bytes_per_s, plus the run's link_model, nodes, procs_per_node, link_bytes_per_s)
 and ``OUT`` with ``.fit.parquet`` in place of ``.parquet`` (one row per level and op: level, op, alpha_s,
-beta_bytes_per_s, r2, max_rel_err, n_points, members, bytes_factor, ...).  :func:`read_results` reads both.
+beta_bytes_per_s, r2, max_rel_err, n_points, members, bytes_factor, ...; fitted by
+`prunex.perfmodel.calibrate.fit_table`).  :func:`read_results` reads both.
 
 Measured facts to keep in mind when using the fit: gloo (the CPU backend) broadcasts with a binomial tree,
 not a chain, so on a flat group of several nodes the root's node sends the message more than once and the
@@ -80,8 +81,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from prunex import commcost
-from prunex.commcost import FIT_WEIGHTINGS, bandwidth_bytes
+from prunex.commcost import FIT_WEIGHTINGS
+from prunex.perfmodel.calibrate import CalibrationError, bytes_factor, fit_row, fit_table
 from prunex.regime import usable_cores
 
 LEVELS = ("intra", "inter", "flat")
@@ -118,22 +119,6 @@ MEASUREMENT_COLUMNS = [
     "procs_per_node",
     "link_bytes_per_s",
     "seconds_last",
-]
-FIT_COLUMNS = [
-    "level",
-    "op",
-    "alpha_s",
-    "beta_bytes_per_s",
-    "r2",
-    "max_rel_err",
-    "n_points",
-    "members",
-    "bytes_factor",
-    "fit",
-    "link_model",
-    "nodes",
-    "procs_per_node",
-    "link_bytes_per_s",
 ]
 
 
@@ -181,52 +166,12 @@ def human_size(n: float) -> str:
 
 
 # --------------------------------------------------------------------------------------------- model
-def bytes_factor(op: str, members: int) -> float:
-    """b(n)/n of the fitted model: what the busiest member of a ring of ``members`` sends, per payload byte
-    (`prunex.commcost.bandwidth_bytes` of the chain)."""
-    return bandwidth_bytes(op, 1, members, "ring")
-
-
 def fit_alpha_beta(x: Sequence[float], t: Sequence[float], weighting: str = "scaled") -> dict[str, float]:
-    """`prunex.commcost.fit_alpha_beta` of ``t = alpha + x / beta`` as a fit-table row: alpha_s (per call),
-    beta_bytes_per_s (inf when the data show no size dependence), r2 (in the fit's weighting), max_rel_err."""
+    """`prunex.perfmodel.calibrate.fit_row` (one row of the fit table), with this command's error type."""
     try:
-        fit = commcost.fit_alpha_beta(x, t, weighting)
-    except ValueError as e:
+        return fit_row(x, t, weighting)
+    except CalibrationError as e:
         raise BenchError(str(e)) from None
-    return {
-        "alpha_s": fit.call_latency_s,
-        "beta_bytes_per_s": fit.beta,
-        "r2": fit.r2,
-        "max_rel_err": fit.max_rel_err,
-    }
-
-
-def fit_table(measurements, weighting: str = "scaled"):
-    """One alpha-beta fit per (level, op) of a measurement table (see module docstring)."""
-    import pandas as pd
-
-    rows = []
-    for (level, op), df in measurements.groupby(["level", "op"], sort=False):
-        df = df.sort_values("size_bytes")
-        fit = fit_alpha_beta(df["bytes_term"].to_numpy(), df["seconds"].to_numpy(), weighting)
-        first = df.iloc[0]
-        rows.append(
-            {
-                "level": level,
-                "op": op,
-                **fit,
-                "n_points": len(df),
-                "members": int(first["members"]),
-                "bytes_factor": bytes_factor(op, int(first["members"])),
-                "fit": weighting,
-                "link_model": first["link_model"],
-                "nodes": int(first["nodes"]),
-                "procs_per_node": int(first["procs_per_node"]),
-                "link_bytes_per_s": float(first["link_bytes_per_s"]),
-            }
-        )
-    return pd.DataFrame(rows, columns=FIT_COLUMNS)
 
 
 def aggregate(task_rows: list[list[dict]], info: dict[str, Any]):
@@ -610,7 +555,7 @@ def main(argv: list[str] | None = None) -> int:
             timeout_s=args.timeout,
         )
         fit = fit_table(meas, args.fit)
-    except (BenchError, OSError) as e:
+    except (BenchError, CalibrationError, OSError) as e:
         print(f"prunex.bench.collectives: {e}", file=sys.stderr)
         return 2
     from prunex.log import write_parquet

@@ -36,7 +36,7 @@ from prunex.commcost import FIT_WEIGHTINGS, bandwidth_bytes, fit_alpha_beta, rin
 from prunex.methods.registry import method_info
 from prunex.perfmodel.formulas import Link, Network
 
-# training images (README: digits 80% of 1,797)
+# training images (docs/running.md, Data: digits 80% of 1,797)
 DATASET_SIZES = {"cifar10": 50_000, "digits": 1_438, "fashion-mnist": 60_000}
 CLUSTERS_DIR = Path(__file__).resolve().parent.parent.parent / "clusters"
 
@@ -89,13 +89,80 @@ FIT_COLUMNS = ("level", "op", "alpha_s", "beta_bytes_per_s", "members")
 SWEEP_TIMES = ("last", "slowest")
 
 
+# -- the collective sweep's fit table (`prunex.bench.collectives` measures, this fits) ----------------
+SWEEP_FIT_COLUMNS = [
+    "level",
+    "op",
+    "alpha_s",
+    "beta_bytes_per_s",
+    "r2",
+    "max_rel_err",
+    "n_points",
+    "members",
+    "bytes_factor",
+    "fit",
+    "link_model",
+    "nodes",
+    "procs_per_node",
+    "link_bytes_per_s",
+]
+
+
+def bytes_factor(op: str, members: int) -> float:
+    """b(n)/n of the fitted model: what the busiest member of a ring of ``members`` sends, per payload byte
+    (`prunex.commcost.bandwidth_bytes` of the chain)."""
+    return bandwidth_bytes(op, 1, members, "ring")
+
+
+def fit_row(x: Sequence[float], t: Sequence[float], weighting: str = "scaled") -> dict[str, float]:
+    """`prunex.commcost.fit_alpha_beta` of ``t = alpha + x / beta`` as a fit-table row: alpha_s (per call),
+    beta_bytes_per_s (inf when the data show no size dependence), r2 (in the fit's weighting), max_rel_err."""
+    try:
+        fit = fit_alpha_beta(x, t, weighting)
+    except ValueError as e:
+        raise CalibrationError(str(e)) from None
+    return {
+        "alpha_s": fit.call_latency_s,
+        "beta_bytes_per_s": fit.beta,
+        "r2": fit.r2,
+        "max_rel_err": fit.max_rel_err,
+    }
+
+
+def fit_table(measurements, weighting: str = "scaled"):
+    """One alpha-beta fit per (level, op) of a sweep's measurement table (`prunex.bench.collectives`)."""
+    import pandas as pd
+
+    rows = []
+    for (level, op), df in measurements.groupby(["level", "op"], sort=False):
+        df = df.sort_values("size_bytes")
+        fit = fit_row(df["bytes_term"].to_numpy(), df["seconds"].to_numpy(), weighting)
+        first = df.iloc[0]
+        rows.append(
+            {
+                "level": level,
+                "op": op,
+                **fit,
+                "n_points": len(df),
+                "members": int(first["members"]),
+                "bytes_factor": bytes_factor(op, int(first["members"])),
+                "fit": weighting,
+                "link_model": first["link_model"],
+                "nodes": int(first["nodes"]),
+                "procs_per_node": int(first["procs_per_node"]),
+                "link_bytes_per_s": float(first["link_bytes_per_s"]),
+            }
+        )
+    return pd.DataFrame(rows, columns=SWEEP_FIT_COLUMNS)
+
+
 def read_fit_table(path: str | Path, time: str = "slowest"):
     """The fit table of a collective sweep: ``path`` itself when it has the fit columns, else its
     ``.fit.parquet`` sibling (`prunex.bench.collectives.fit_path`), else a fit of its measurement
     rows (level, op, size_bytes, seconds, members).
 
     ``time="last"``: refit the measurement rows on ``seconds_last`` (per call the last-arriving member's
-    time, median over calls) with the sweep's own weighting (`prunex.bench.collectives.fit_table`), the
+    time, median over calls) with the sweep's own weighting (`fit_table`), the
     statistic that matches validation's wait-free time; falls back to the sweep's fit (slowest member)
     when the table has no ``seconds_last``. The returned table's ``time_stat`` column says which was used.
     """
@@ -108,8 +175,6 @@ def read_fit_table(path: str | Path, time: str = "slowest"):
         raise CalibrationError(f"{path}: no such file")
     df = pd.read_parquet(path)
     if time == "last" and "seconds_last" in df.columns:
-        from prunex.bench.collectives import fit_table
-
         fit = fit_table(df.assign(seconds=df["seconds_last"]))
         return fit.assign(time_stat="last arriver")
     if all(c in df.columns for c in FIT_COLUMNS):

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from prunex.bench import collectives as bench
+from prunex.perfmodel import calibrate
 
 
 def test_parse_sizes():
@@ -20,10 +21,10 @@ def test_parse_sizes():
 
 
 def test_bytes_term_is_the_ring_model():
-    assert bench.bytes_factor("allreduce", 2) == 1.0
-    assert bench.bytes_factor("allreduce", 4) == 1.5  # 2 (g-1)/g
-    assert bench.bytes_factor("broadcast", 4) == 1.0
-    assert bench.bytes_factor("allreduce", 1) == 0.0
+    assert calibrate.bytes_factor("allreduce", 2) == 1.0
+    assert calibrate.bytes_factor("allreduce", 4) == 1.5  # 2 (g-1)/g
+    assert calibrate.bytes_factor("broadcast", 4) == 1.0
+    assert calibrate.bytes_factor("allreduce", 1) == 0.0
 
 
 @pytest.mark.parametrize("weighting", bench.FIT_WEIGHTINGS)
@@ -81,7 +82,7 @@ def test_sweep_on_minicluster(minicluster, tmp_path, capsys):
         print("\n" + printed)
     assert rc == 0, printed
     meas, fit = bench.read_results(out)
-    assert list(meas.columns) == bench.MEASUREMENT_COLUMNS and list(fit.columns) == bench.FIT_COLUMNS
+    assert list(meas.columns) == bench.MEASUREMENT_COLUMNS and list(fit.columns) == calibrate.SWEEP_FIT_COLUMNS
     assert len(meas) == 3 * 2 * 5 and len(fit) == 3 * 2
     assert set(meas["link_model"]) == {"netns-tc"} and (meas["link_bytes_per_s"] == 1e9 / 8).all()
     assert (meas["seconds"] > 0).all() and (fit["alpha_s"] >= 0).all() and (fit["beta_bytes_per_s"] > 0).all()

@@ -1,0 +1,42 @@
+"""`python -m experiments.doctor`: the preflight check (`prunex.doctor`) over this suite's profiles.
+
+    python -m experiments.doctor [--profile paper] [--site puhti] [--account project_2001234] [--data-root DIR]
+    ./run_all.sh --check [same options]
+
+The checks live in the library (`prunex.doctor`); the profiles and their runs are the experiments', so
+this command hands them over (`prunex.doctor.Profiles`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import sys
+
+from experiments import all as all_experiments
+from experiments import cli
+from experiments.common import PROFILE_NAMES, profile
+from prunex import doctor
+from prunex.config import RunConfig
+
+
+def profile_runs(ctx: doctor.Context) -> list[RunConfig]:
+    """Every run of the profile (the experiments' own `runs`), with the doctor's device and data root."""
+    out: list[RunConfig] = []
+    for name in all_experiments.EXPERIMENTS:
+        module = importlib.import_module(f"experiments.{name}")
+        out += cli.resolve(name, module.runs, ctx.profile, ctx.executor, "results", device=ctx.device)
+    if ctx.data_root:
+        out = [dataclasses.replace(c, data_root=ctx.data_root) for c in out]
+    return out
+
+
+PROFILES = doctor.Profiles(PROFILE_NAMES, lambda name, executor: profile(name, executor).device, profile_runs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return doctor.main(argv, PROFILES)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

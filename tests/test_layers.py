@@ -1,0 +1,146 @@
+"""The house's layers (issue 28): the project's own imports form no circle, and no layer imports one above it.
+
+Read from the source (ast), not by importing: every `import` and `from ... import` of a project module,
+at module level or inside a function (a lazy import still ties the two modules together), except those
+under `if TYPE_CHECKING:` (annotations only, never executed). `from package import name` depends on the
+submodule `package.name` where there is one, else on the package.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# the packages from the bottom up, and what each may import besides itself
+MAY_IMPORT = {
+    "prunex": set(),  # the library: never the suite built on it
+    "experiments": {"prunex"},  # one definition per paper result
+    "analysis": {"prunex"},  # logs in, figures and the report out
+    "benchmarks": {"prunex", "experiments", "analysis"},  # recipes that measure, from the whole house
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for pkg in MAY_IMPORT for p in sorted((ROOT / pkg).rglob("*.py"))}
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement of `tree` outside `if TYPE_CHECKING:` blocks."""
+    found: list[ast.Import | ast.ImportFrom] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.append(node)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def _owner(name: str, modules: dict[str, Path]) -> str | None:
+    """The project module `name` is (or lies in), None for a module outside the project."""
+    parts = name.split(".")
+    while parts:
+        if ".".join(parts) in modules:
+            return ".".join(parts)
+        parts.pop()
+    return None
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the project modules it imports."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for mod, path in modules.items():
+        package = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
+        for node in _imports(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                base = node.module or ""
+                if node.level:  # relative: from the package, `level - 1` packages up
+                    base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+            for t in targets:
+                owner = _owner(t, modules)
+                if owner is not None and owner != mod:
+                    graph[mod].add(owner)
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return found
+
+
+def test_the_graph_sees_lazy_imports_and_skips_annotations_only() -> None:
+    graph = import_graph()
+    assert "prunex.launch" in graph["prunex.bench.collectives"]  # imported inside a function
+    assert "prunex.comm.native" in graph["prunex.comm.shrink"]  # `from prunex.comm import native`: the submodule
+    assert "analysis.claims" not in graph["analysis.measurements"]  # only under `if TYPE_CHECKING:`
+    assert "analysis.measurements" in graph["analysis.claims"]
+
+
+def test_the_project_imports_form_no_circle() -> None:
+    assert circles(import_graph()) == []
+
+
+def test_a_circle_is_found() -> None:
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_layer_imports_one_above_it() -> None:
+    upward = sorted(
+        f"{mod} -> {dep}"
+        for mod, deps in import_graph().items()
+        for dep in deps
+        if dep.split(".")[0] != mod.split(".")[0] and dep.split(".")[0] not in MAY_IMPORT[mod.split(".")[0]]
+    )
+    assert upward == []
