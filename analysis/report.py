@@ -422,7 +422,7 @@ def projection_section(results: Path, out: Path) -> list[str]:
         "cluster, read from the projection tables below; nothing here ran on that cluster. The cluster file's "
         "link and compute parameters are datasheet values, assumptions and estimates (each listed with its "
         "status by `python -m prunex.perfmodel project`), and the model is validated only on the mini cluster "
-        "(README, Performance model). Also in `projections.csv`.",
+        "(docs/perfmodel.md). Also in `projections.csv`.",
         "",
         *_table_head(
             "claim", "paper", "projected", "ratio", "tolerance", "verdict", "cluster, model, dataset", "table"

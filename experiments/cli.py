@@ -187,8 +187,8 @@ def execute(
     Slurm too (a profile whose timings are its results, on a cluster whose nodes share one machine):
     each wave goes out as job arrays that run one task at a time (`prunex.launch.submit`'s
     `one_at_a_time`), one array after the other, so Slurm starts a run as the one before it ends
-    instead of waiting for this driver to notice and submit it (README, "The paper's regime on one
-    machine": ~4 s of the 17-20 s between two runs on the mini cluster)."""
+    instead of waiting for this driver to notice and submit it (docs/experiments.md, "The paper's regime on one
+    machine": 13-16 s from one run's DONE to the next run's start on the mini cluster, 17-20 s before)."""
     unique: dict[Path, RunConfig] = {}
     for c in configs:  # one run per training configuration
         unique.setdefault(run_dir_for(c), c)

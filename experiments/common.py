@@ -30,7 +30,7 @@
   running at a time (`--array=0-N%1`), so Slurm starts each run as the one before it ends.
   Strong scaling runs 1 process per node (1 -> 2 nodes, one core each); the latency experiment is
   repeated with seeds 0, 1, 2 (fixed in advance: the run-to-run spread of a 2-core machine is larger
-  than the margins of its claims, README "Figures from the saved logs").
+  than the margins of its claims, docs/results.md).
 - `smoke`: seconds per run for tests: one process in the foreground (debug executor), 128
   training images, 1 epoch / 2 outer iterations, the inference bench at batch 8 (not 128).
 

@@ -136,7 +136,7 @@ class ADMMConfig:
     bucket_mb: float = 32.0  # coalesced inter-node buffers (sec. 4.4.2)
     # SGD momentum of phase 1 across outer iterations (and so across rho rescalings): "carry" keeps the
     # buffers (one optimizer for the run), "reset" starts every phase 1 from zero momentum (a fresh solve
-    # of eq. (8) around its new anchor). See README "H-SADMM".
+    # of eq. (8) around its new anchor). See docs/hsadmm.md.
     momentum_policy: str = "carry"
     # Average BatchNorm running statistics over all ranks at every consensus (inter-node too). None: only
     # when evaluation does not re-estimate them (RunConfig.bn_batches == 0), since re-estimation throws the

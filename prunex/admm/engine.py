@@ -119,7 +119,7 @@ class ConsensusEngine:
 
     @torch.no_grad()
     def restart_on_mask(self) -> None:
-        """Masked retraining's start (sec. 4.5, as README "H-SADMM" reads it): the problem is now training on
+        """Masked retraining's start (sec. 4.5, as docs/hsadmm.md reads it): the problem is now training on
         the fixed mask, so every rank's theta restarts from the masked consensus z and the consensus state
         from there: the scaled duals (u; H-SADMM also v) are 0, H-SADMM's z_i is z. The duals held the
         history of the dense theta's distance to the dynamic projection; on the mask that history is moot,

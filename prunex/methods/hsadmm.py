@@ -19,7 +19,7 @@ when the mask froze and why.
 SGD momentum (`ADMMConfig.momentum_policy`): one optimizer serves the whole run, so by default
 ("carry") the momentum buffers of one phase 1 carry into the next outer iteration's, across the jump
 of the anchor z_i - u and any rescaling of rho_1; "reset" starts every phase 1 from zero momentum, a
-fresh solve of eq. (8). README "H-SADMM" says what we measured.
+fresh solve of eq. (8). docs/hsadmm.md says what we measured.
 """
 
 from __future__ import annotations
