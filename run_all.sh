@@ -12,7 +12,7 @@ say() { printf '[run_all] %s\n' "$*"; }
 die() { printf 'error: %s\n' "$*" >&2; exit 2; }
 
 # -- environment ---------------------------------------------------------------------------------
-# What each job imports (the module names); the versions it needs are prunex/compat.py's.
+# What each job imports (the module names); the versions it needs are prunex/cluster/compat.py's.
 PYTHON_MIN=3.10
 MODULES_MAIN="torch torchvision submitit pandas pyarrow numpy matplotlib seaborn sklearn"
 MODULES_CHECK="torch torchvision submitit pandas pyarrow numpy sklearn"
@@ -36,7 +36,7 @@ if missing:
     print("lacks " + " ".join(missing))
     sys.exit(0)
 import torch
-from prunex.compat import UnsupportedEnvironment, check_torch_version
+from prunex.cluster.compat import UnsupportedEnvironment, check_torch_version
 try:
     check_torch_version(torch.__version__)
 except UnsupportedEnvironment as e:
@@ -184,7 +184,7 @@ With no option: every experiment, then every figure and the claims report, drawn
 The local and regime profiles also run experiments.wire_dtype (bf16 on the wire beside fp32, issue 18).
 The profile is `paper` on a real Slurm cluster and `regime` elsewhere (on a mini Slurm cluster where
 root allows): the local runs with the inter-node link rate at which DDP communicates for the share of
-an iteration it does in the paper (probed first, kept in RESULTS/regime.json; prunex/regime.py);
+an iteration it does in the paper (probed first, kept in RESULTS/regime.json; prunex/cluster/regime.py);
 `--profile local` is the compute-bound 1 Gbit/s profile. On a real Slurm cluster the preflight check (python -m experiments.doctor) runs first and
 nothing is submitted unless it passes; --check runs only that check. Running the same command again
 resumes: finished runs are skipped, queued or running Slurm jobs reattached. Ctrl-C cancels the
@@ -352,10 +352,10 @@ main_job() {
 
   local cluster_up=0 inter_bw=1gbit
   if [ "$profile" = regime ]; then
-    # the link rate is chosen before any run, from this machine's compute (prunex/regime.py), and kept
+    # the link rate is chosen before any run, from this machine's compute (prunex/cluster/regime.py), and kept
     # for the life of the results directory: a resumed run trains at the rate it started with
     say "regime-matched profile: probing this machine's compute per iteration to choose the inter-node link rate"
-    run_child "$PY" -m prunex.regime probe --out "$results/regime.json" || return $?
+    run_child "$PY" -m prunex.cluster.regime probe --out "$results/regime.json" || return $?
     inter_bw=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["tc_rate"])' "$results/regime.json")
   fi
   if [ "$profile" != paper ] && [ -z "$executor" ]; then

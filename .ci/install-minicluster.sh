@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the Debian packages the suite uses: what `python -m prunex.minicluster up` needs (Slurm, munge,
-# iproute2), and the real Fashion-MNIST (dataset-fashion-mnist, read offline by prunex.data).
+# iproute2), and the real Fashion-MNIST (dataset-fashion-mnist, read offline by prunex.training.data).
 # Idempotent: does nothing when everything is already there; runs `apt-get update` only when installing.
 set -euo pipefail
 

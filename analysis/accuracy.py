@@ -2,7 +2,7 @@
 (against cumulative inter-node volume), and read by the report's time-to-accuracy claims.
 
 Reads `time_to_accuracy/*/steps.parquet` (every method present). Wall time is training time only
-(evaluation excluded, as logged by prunex.train); accuracy is rank 0's at each evaluation.
+(evaluation excluded, as logged by prunex.training.train); accuracy is rank 0's at each evaluation.
 """
 
 from __future__ import annotations

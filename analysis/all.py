@@ -19,8 +19,8 @@ from pathlib import Path
 from analysis.common import InputError, LogError, check_results, render, report_result
 from analysis.measurements import EXPERIMENTS, SPECS, Logs
 from analysis.report import write_report
-from prunex.config import ArgumentParser  # one-line refusals (prunex.config imports no torch)
-from prunex.exits import one_line
+from prunex.cluster.exits import one_line
+from prunex.training.config import ArgumentParser  # one-line refusals (prunex.training.config imports no torch)
 
 
 def run_all(results: Path, out: Path) -> list[str]:

@@ -6,11 +6,11 @@ experiment gives the run: a link to the shared run directory `RESULTS/runs/<shar
 experiments ask for is trained once and found under both names; `shared_runs` lists which
 experiments use which run), or, in logs written before runs were shared (e.g. saved-logs/local), the
 run directory itself. Tables are read with the experiment's name in their `run_id` column.
-`prunex.log` is imported for `read_parquet`, `LogError` and the column lists only, and it imports no
+`prunex.training.log` is imported for `read_parquet`, `LogError` and the column lists only, and it imports no
 torch (tests/test_analysis.py checks that).
 
 A finished run (its `DONE` marker) is read from its merged tables. A run without `DONE` is partial:
-its tables are rebuilt in memory from the ranks' `parts/` files the way `prunex.log.merge_parts`
+its tables are rebuilt in memory from the ranks' `parts/` files the way `prunex.training.log.merge_parts`
 does it (nothing is written), and every figure using it says so. A run with no logged iteration at
 all (no steps, or DONE without steps.parquet) is *incomplete*: it is left out of every figure, listed
 with its path, and the report's verdicts on its experiment say "incomplete logs" rather than
@@ -45,9 +45,9 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis import style  # selects the Agg backend before any figure exists
-from prunex.config import OPERATIONAL, WHO_ASKED
-from prunex.exits import one_line
-from prunex.log import (
+from prunex.cluster.exits import one_line
+from prunex.training.config import OPERATIONAL, WHO_ASKED
+from prunex.training.log import (
     COMM_COLUMNS,
     COMM_LATER_COLUMNS,
     DONE,
@@ -260,7 +260,7 @@ class Run:
 
     @cached_property
     def export(self) -> dict[str, Any] | None:
-        """`export.json` written by `python -m prunex.export` (None when the run was not exported)."""
+        """`export.json` written by `python -m prunex.pruning.export` (None when the run was not exported)."""
         path = self.path / "export.json"
         return _read_json(path) if path.exists() else None
 

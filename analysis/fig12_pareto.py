@@ -5,7 +5,7 @@ Test accuracy against the achieved size of the exported model, H-SADMM vs prune-
     python -m analysis.fig12_pareto --results results --out figures
 
 Reads the `pareto` runs: `config.json`, `steps.parquet` (final accuracy = the last evaluation),
-`export.json` (written by `python -m prunex.export` or a run's `--export`: the achieved
+`export.json` (written by `python -m prunex.pruning.export` or a run's `--export`: the achieved
 fractions of the dense parameters and FLOPs of the physically compact model) and
 `inference.parquet` (CPU latency of the compact model as a fraction of the dense one, batch 1 and
 128). The x axes are the *achieved* fractions, not the nominal keep rate: the union of the nodes'
@@ -67,7 +67,7 @@ COLUMNS = [
 ]
 CAPTION = (
     "Final accuracy: last evaluation (BatchNorm statistics re-estimated, the model in final_model.pt); "
-    "x: parameters / FLOPs of the physically compact model (prunex.export) over the dense model's; "
+    "x: parameters / FLOPs of the physically compact model (prunex.pruning.export) over the dense model's; "
     "prune-then-finetune: the common start pruned once by filter L1 norms to at most the matched "
     "H-SADMM point's FLOPs, then fine-tuned; every method from the same start for the same SGD steps per rank "
     "(csv: start_run, epochs, sgd_steps_per_rank); faint: each seed; line and bars: median and range over "
@@ -148,7 +148,9 @@ def compute(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
         froze_after, reason, zero = _freeze(run) if run.method == "hsadmm" else (math.nan, "", math.nan)
         ex = run.export or {}
         if not ex and role == "point":
-            notes.append(f"{run.run_id}: no export.json (python -m prunex.export {run.path}): not placed on the axes")
+            notes.append(
+                f"{run.run_id}: no export.json (python -m prunex.pruning.export {run.path}): not placed on the axes"
+            )
         epochs = float(steps["epoch"].max())
         rows.append(
             {

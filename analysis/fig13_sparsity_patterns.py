@@ -13,7 +13,7 @@ is their outer product. The four layers are spread evenly over the network's dep
 Without final_masks.parquet, the last global row of each layer in masks.parquet gives only the
 kept counts: the figure then draws a schematic (kept groups first) and says so.
 
-With the run's `export.json` (`python -m prunex.export`, or the run's `--export`), each pixel also
+With the run's `export.json` (`python -m prunex.pruning.export`, or the run's `--export`), each pixel also
 says what the physically compact model did with it: black = kept by the mask and the export,
 grey = pruned by the mask but still stored (as zeros) in the exported model, because another
 layer reads that channel, white = pruned and physically removed, orange = kept by the mask but
@@ -137,7 +137,9 @@ def compute(exp: Experiment) -> tuple[pd.DataFrame, list[str]]:
     ex = run.export
     exported = {}
     if ex is None:
-        notes.append(f"{run.run_id}: no export.json, so no physical removal shown (python -m prunex.export {run.path})")
+        notes.append(
+            f"{run.run_id}: no export.json, so no physical removal shown (python -m prunex.pruning.export {run.path})"
+        )
     else:
         path = run.path / "export.json"
         exported = {

@@ -5,7 +5,7 @@ Test accuracy vs training wall time, with the paper's 70% target.
     python -m analysis.fig5a_time_to_accuracy --results results --out figures
 
 Reads `time_to_accuracy/*/steps.parquet` (every method present). Wall time is training time only
-(evaluation excluded, as logged by prunex.train); accuracy is rank 0's at each evaluation.
+(evaluation excluded, as logged by prunex.training.train); accuracy is rank 0's at each evaluation.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ Reads `latency/*/comm.parquet` and `steps.parquet`. An iteration is one optimize
 Top-K, PacTrain) and one outer iteration for H-SADMM and flat ADMM, as in the paper.
 
 Plotted (`waitfree_comm_s`): the *wait-free* communication time on the critical path
-(`prunex.commtime.last_arriver_comm`): per collective call the seconds of its last-arriving member
+(`prunex.comm.waitfree.last_arriver_comm`): per collective call the seconds of its last-arriving member
 (the minimum over the members of its group, who waited for nobody), the maximum over groups running
 side by side (the nodes' intra-node AllReduces), summed over the iteration's calls. Time a rank spends
 waiting for other ranks, inside a collective or at the `barrier` the ADMM methods pass before their
@@ -36,7 +36,7 @@ from matplotlib.figure import Figure
 
 from analysis import style
 from analysis.common import Experiment, cli, figure_spec, runs_with
-from prunex.commtime import WAIT_OPS, last_arriver_comm
+from prunex.comm.waitfree import WAIT_OPS, last_arriver_comm
 
 COLUMNS = ["run_id", "method", "model", "iteration", "waitfree_comm_s", "comm_s", "wait_s"]
 CAPTION = (

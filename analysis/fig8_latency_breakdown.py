@@ -5,7 +5,7 @@ Breakdown of PruneX's communication time by collective, without waiting, average
     python -m analysis.fig8_latency_breakdown --results results --out figures
 
 Reads `latency_breakdown/*/comm.parquet` of the hsadmm runs. Every collective call of a rank is split
-(`prunex.commtime.wait_split`) into the call's own, *wait-free* seconds (the seconds of its last-arriving
+(`prunex.comm.waitfree.wait_split`) into the call's own, *wait-free* seconds (the seconds of its last-arriving
 member: the minimum over the members of its group, who waited for nobody) and the rank's wait for the
 other members (its seconds minus the wait-free seconds). The wait-free seconds go to the call's
 category: inter-node AllReduce (level inter, the compressed consensus), intra-node AllReduce (level
@@ -20,7 +20,7 @@ paper's three categories only (the number compared with the paper's 68/18/14).
 Choices where the paper is silent: it does not say whether its shares include waiting; with 4
 processes on 2 cores the waits measure the CPU sharing, so they are shown apart and left out of the
 three shares compared with the paper. A broadcast's wait-free time is its fastest member's, which
-may be the root's send alone (`prunex.commtime`).
+may be the root's send alone (`prunex.comm.waitfree`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from matplotlib.figure import Figure
 
 from analysis import style
 from analysis.common import Experiment, cli, figure_spec
-from prunex.commtime import WAIT_OPS, wait_split
+from prunex.comm.waitfree import WAIT_OPS, wait_split
 from prunex.paper import FIG8_SHARE_PCT
 
 COLUMNS = ["source", "run_id", "model", "category", "seconds_per_rank", "share_pct", "share_of_three_pct"]

@@ -18,8 +18,8 @@ median over iterations without iteration 0. The paper's "5x faster synchronisati
 synchronisation: DDP's median per optimizer step over PruneX's median per outer iteration.
 
 The regime check (`ddp_shares`): DDP's measured communication share of an iteration, median over
-steps >= 1 of the wait-free communication per step (`prunex.commtime.last_arriver_comm`) over the
-median of steps.parquet's iter_s, from the latency DDP run(s) (the job `prunex.regime` probed), else
+steps >= 1 of the wait-free communication per step (`prunex.comm.waitfree.last_arriver_comm`) over the
+median of steps.parquet's iter_s, from the latency DDP run(s) (the job `prunex.cluster.regime` probed), else
 time_to_accuracy's; one value per DDP run there (several when the experiment holds repeats).
 """
 
@@ -75,7 +75,7 @@ SPECS: list[FigureSpec] = [m.SPEC for m in FIGURE_MODULES]
 EXPERIMENTS = list(dict.fromkeys(s.experiment for s in SPECS))
 _SPEC_EXPERIMENT = {s.name: s.experiment for s in SPECS}
 
-# Parameter counts measured with prunex.models.count_parameters on the models analysis may not
+# Parameter counts measured with prunex.training.models.count_parameters on the models analysis may not
 # build (no torch here): torchvision 0.29.1 classes with the CIFAR stem (3x3 stride-1 first
 # convolution, no max-pool) and 10 classes. The paper's Table 2 (~11M, ~69M, ~60M) matches
 # torchvision's ImageNet variants (7x7 stem, 1000 classes; analysis.claims.IMAGENET_PARAM_COUNTS).
@@ -622,7 +622,7 @@ def inference_speedup(c: Claim, logs: Logs) -> Measurement:
 def param_count(c: Claim, logs: Logs) -> Measurement:
     n = PARAM_COUNTS[str(c.model)]
     return Measurement(
-        n / 1e6, f"{n:,} parameters, measured with prunex.models.count_parameters (CIFAR stem, 10 classes)"
+        n / 1e6, f"{n:,} parameters, measured with prunex.training.models.count_parameters (CIFAR stem, 10 classes)"
     )
 
 

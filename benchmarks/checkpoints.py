@@ -10,7 +10,7 @@ with ``--sgd-epochs``/``--admm-iterations``, e.g. 80 and 16, the paper profile's
    sets per run and bytes written per run. *Before*: every rank wrote its whole state at every
    evaluation point. *After*: each piece once by its owner (`role_bytes`, the split of the methods'
    `state_dict`), one set per `--every-min` minutes of training.
-2. The profile: runs, and a compute-only lower bound on GPU-hours: `prunex.estimate.estimate_run`,
+2. The profile: runs, and a compute-only lower bound on GPU-hours: `prunex.cluster.estimate.estimate_run`,
    the estimate `--dry-run` and the Slurm time limits use (training from the performance model on the
    cluster file; evaluation at every evaluation point, forward passes at a third of a training
    sample's compute: BatchNorm re-estimation on ``bn_batches`` batches and the test split).
@@ -35,18 +35,18 @@ from dataclasses import dataclass
 
 import torch
 
-from prunex.config import RunConfig
-from prunex.estimate import FORWARD_SHARE, TEST_SIZES, estimate_run, evaluation_points
+from prunex.cluster.estimate import FORWARD_SHARE, TEST_SIZES, estimate_run, evaluation_points
 from prunex.methods.registry import METHOD_NAMES
 from prunex.perfmodel.calibrate import Cluster
 from prunex.perfmodel.workload import ModelSpec, model_spec
+from prunex.training.config import RunConfig
 
 FP32 = 4
 
 
 def rng_bytes() -> int:
-    """Bytes of one rank's serialised RNG states (`prunex.checkpoint.rng_state`)."""
-    from prunex.checkpoint import rng_state
+    """Bytes of one rank's serialised RNG states (`prunex.training.checkpoint.rng_state`)."""
+    from prunex.training.checkpoint import rng_state
 
     buf = io.BytesIO()
     torch.save(rng_state(), buf)
@@ -105,7 +105,7 @@ class RunCost:
 
 def run_cost(config: RunConfig, cluster: Cluster) -> RunCost:
     """Training seconds and evaluation GPU-seconds of one run on `cluster` (module docstring), from
-    `prunex.estimate.estimate_run`, the estimate every caller uses. *After* is that estimate (each rank
+    `prunex.cluster.estimate.estimate_run`, the estimate every caller uses. *After* is that estimate (each rank
     evaluates its slice of the split); *before* adds, per evaluation point and rank, the rest of the
     split that every rank evaluated."""
     est = estimate_run(config, cluster)

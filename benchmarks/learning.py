@@ -28,9 +28,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from prunex.config import ADMMConfig, PacTrainConfig, RunConfig, TopKConfig
-from prunex.launch import launch
-from prunex.log import hardware_name
+from prunex.cluster.launch import launch
+from prunex.training.config import ADMMConfig, PacTrainConfig, RunConfig, TopKConfig
+from prunex.training.log import hardware_name
 
 BAR = 0.3
 CHANCE = 0.1

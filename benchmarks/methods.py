@@ -8,7 +8,7 @@ Run::
 
 It runs `ddp` (fp32), `ddp` with bf16 gradients (`DDPConfig(grad_dtype="bf16")`, DDP's
 `bf16_compress_hook`), `topk`, `pactrain`, `flat_admm` and `hsadmm` one after the other through
-`prunex.launch.launch` (local executor: M x P processes on this machine, nodes emulated) into a
+`prunex.cluster.launch.launch` (local executor: M x P processes on this machine, nodes emulated) into a
 temporary results directory (kept with ``--results``), reads each run's ``steps.parquet``,
 ``comm.parquet`` and ``overhead.parquet``, and prints one table:
 
@@ -56,8 +56,8 @@ from typing import Any
 
 import pandas as pd
 
-from prunex.config import ADMMConfig, DDPConfig, LinkConfig, PacTrainConfig, RunConfig, TopKConfig
-from prunex.launch import launch
+from prunex.cluster.launch import launch
+from prunex.training.config import ADMMConfig, DDPConfig, LinkConfig, PacTrainConfig, RunConfig, TopKConfig
 
 BASELINE = "ddp"
 
@@ -81,8 +81,8 @@ class Row:
 
 
 def steps_per_epoch(cfg: RunConfig) -> tuple[int, int]:
-    """(steps per epoch, samples in one rank's shard), as `prunex.data.shard_loader` makes them."""
-    from prunex.data import load_dataset
+    """(steps per epoch, samples in one rank's shard), as `prunex.training.data.shard_loader` makes them."""
+    from prunex.training.data import load_dataset
 
     n = len(load_dataset(cfg.dataset, cfg.data_root, train=True))
     shard = n // cfg.world_size  # DistributedSampler(drop_last=True)

@@ -1,6 +1,6 @@
 """H-SADMM's pruned models against dense training and prune-then-finetune, from one start and one budget.
 
-Fashion-MNIST (the real set: Debian's `dataset-fashion-mnist`, `prunex.data`), ResNet-20, 2 emulated
+Fashion-MNIST (the real set: Debian's `dataset-fashion-mnist`, `prunex.training.data`), ResNet-20, 2 emulated
 nodes x 2 processes (local executor, gloo), per seed S:
 
 1. ``start-sS``: dense DDP from random weights (seed S) for `START_EPOCHS` epochs, the common start
@@ -14,7 +14,7 @@ nodes x 2 processes (local executor, gloo), per seed S:
    - ``ptf-keepK-sS``: the start pruned once by filter L1 norms to the FLOPs that ``hsadmm-keepK-sS``'s
      exported model achieved, then fine-tuned with DDP.
 
-Every accuracy is the final model's (the one `final_model.pt` holds and `prunex.export` exports) on the
+Every accuracy is the final model's (the one `final_model.pt` holds and `prunex.pruning.export` exports) on the
 whole 10,000-image test split. Targets (issue 26, after the paper's 4.6-point drop at 50% channels): the
 median over seeds of H-SADMM's accuracy within `TARGET_GAP[K]` points of dense DDP's, and no seed
 collapsed (more than twice that gap below its own seed's dense model). The gap to prune-then-finetune is
@@ -41,11 +41,11 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.fig12_pareto import drift_zero_from
-from prunex.config import ADMMConfig, PruneFinetuneConfig, RunConfig
-from prunex.data import load_dataset
-from prunex.exits import one_line
-from prunex.launch import launch
-from prunex.log import hardware_name
+from prunex.cluster.exits import one_line
+from prunex.cluster.launch import launch
+from prunex.training.config import ADMMConfig, PruneFinetuneConfig, RunConfig
+from prunex.training.data import load_dataset
+from prunex.training.log import hardware_name
 
 DATASET = "fashion-mnist"
 TRAIN_SUBSET = 4000  # images (1,000 per rank); the test split is whole

@@ -6,18 +6,18 @@
 `--dry-run` prints every run with exactly what submitit would receive and its estimated GPU-hours
 (with `--site`: the performance model on the site's cluster file), then the total, and submits
 nothing. Device and cluster options (`--device --site --account --partition --time-min
---gpus-per-node --gres --cpus-per-task --mem --sbatch KEY=VALUE`) are `prunex.slurm`'s. Bad input
+--gpus-per-node --gres --cpus-per-task --mem --sbatch KEY=VALUE`) are `prunex.cluster.slurm`'s. Bad input
 (an unknown profile, an unwritable results directory, a missing dataset, a configuration that
 would train nothing, no account on a real Slurm) is one line and exit code 2 before anything is
 submitted.
 
-A run is identified by its training configuration (`prunex.launch.run_dir_for`): a run another
+A run is identified by its training configuration (`prunex.cluster.launch.run_dir_for`): a run another
 experiment already trained is not trained again, only linked as `RESULTS/<experiment>/<name>`.
 
 The driver can be stopped and started again at any point (it holds no state a re-run needs):
 finished runs (their DONE marker) are skipped; a run whose Slurm job is queued or running is
 reattached to, never submitted twice; a run whose job failed or vanished is submitted again and
-resumes from its checkpoints; no file of a run a live job owns is touched (`prunex.lock`). On
+resumes from its checkpoints; no file of a run a live job owns is touched (`prunex.cluster.lock`). On
 Slurm every unfinished run of every selected experiment is submitted at once, one job array per
 shape (nodes x tasks) in `RESULTS/submitit/`, since no experiment depends on another; the driver
 then waits for all of them. Runs that need other runs' results (`RunConfig.depends_on`:
@@ -25,7 +25,7 @@ prune_finetune needs its dense run and the run whose FLOPs it matches) go in a l
 those have finished; a run whose dependency failed is not started. With the local and debug
 executors runs go one after another. A failed run does not stop the others: the summary lists it
 with its log path and the exit code is 1. Ctrl-C or SIGTERM cancels the driver's jobs (`--detach`:
-leaves Slurm jobs running) and ends with one line saying how to resume (`prunex.interrupt`).
+leaves Slurm jobs running) and ends with one line saying how to resume (`prunex.cluster.interrupt`).
 """
 
 from __future__ import annotations
@@ -41,10 +41,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from experiments.common import PROFILE_NAMES, Profile, profile
-from prunex.config import EXECUTOR_NAMES, ArgumentParser, ConfigError, RunConfig
-from prunex.exits import one_line, refuse
-from prunex.interrupt import Interrupted, interruptible, last_signal
-from prunex.launch import (
+from prunex.cluster.exits import one_line, refuse
+from prunex.cluster.interrupt import Interrupted, interruptible, last_signal
+from prunex.cluster.launch import (
     SubmitInterrupted,
     interrupted,
     launch,
@@ -55,12 +54,19 @@ from prunex.launch import (
     submitit_parameters,
     wait_all,
 )
-from prunex.lock import LockHeld, results_lock
-from prunex.log import DONE
-from prunex.options import add_config_options
-from prunex.regime import REGIME_ENV, REGIME_FILE
-from prunex.regime import read as read_regime
-from prunex.slurm import SlurmOptions, add_cluster_options, check_submission, estimate_for, slurm_options_from_args
+from prunex.cluster.lock import LockHeld, results_lock
+from prunex.cluster.options import add_config_options
+from prunex.cluster.regime import REGIME_ENV, REGIME_FILE
+from prunex.cluster.regime import read as read_regime
+from prunex.cluster.slurm import (
+    SlurmOptions,
+    add_cluster_options,
+    check_submission,
+    estimate_for,
+    slurm_options_from_args,
+)
+from prunex.training.config import EXECUTOR_NAMES, ArgumentParser, ConfigError, RunConfig
+from prunex.training.log import DONE
 
 RunsFn = Callable[[Profile], list[RunConfig]]
 
@@ -75,12 +81,13 @@ def parser(name: str, doc: str | None) -> argparse.ArgumentParser:
         "--dry-run", action="store_true", help="print the runs, their Slurm parameters and estimated GPU-hours"
     )
     add_config_options(p, only=("checkpoint_every_min",))  # applied to every run; not part of a run's identity
-    add_cluster_options(p)  # --device, --site, --account, ..., --detach (prunex.slurm)
+    add_cluster_options(p)  # --device, --site, --account, ..., --detach (prunex.cluster.slurm)
     return p
 
 
 def regime_of(profile_name: str, results: str) -> dict | None:
-    """The `regime` profile's RESULTS/regime.json (`prunex.regime`); None for other profiles or before the probe."""
+    """The `regime` profile's RESULTS/regime.json (`prunex.cluster.regime`); None for other profiles or before
+    the probe."""
     if profile_name != "regime":
         return None
     return read_regime(Path(results) / REGIME_FILE)
@@ -117,7 +124,7 @@ def dry_run(
 ) -> tuple[int, float | None]:
     """Print every run with exactly what submitit would receive and its estimate (one JSON line each),
     then the experiment's total; submit nothing. Returns (runs, estimated GPU-hours), the hours None
-    when there is no estimate (no site naming a cluster file: `prunex.estimate`).
+    when there is no estimate (no site naming a cluster file: `prunex.cluster.estimate`).
 
     What a real submission would refuse (no account, a torch without kernels for the site's GPUs) is
     printed once (per `noted` set, shared by callers that print several experiments) as a note on stderr."""
@@ -185,7 +192,7 @@ def execute(
     """Run the configs (module docstring), each distinct training once, wave after wave of
     dependencies; returns (run name, error) for every failed run. `serial`: one run at a time on
     Slurm too (a profile whose timings are its results, on a cluster whose nodes share one machine):
-    each wave goes out as job arrays that run one task at a time (`prunex.launch.submit`'s
+    each wave goes out as job arrays that run one task at a time (`prunex.cluster.launch.submit`'s
     `one_at_a_time`), one array after the other, so Slurm starts a run as the one before it ends
     instead of waiting for this driver to notice and submit it (docs/experiments.md, "The paper's regime on one
     machine": 13-16 s from one run's DONE to the next run's start on the mini cluster, 17-20 s before)."""
@@ -236,7 +243,7 @@ def _execute_wave(
 
 
 def _by_submission(todo: list[RunConfig], slurm: SlurmOptions, folder: Path) -> list[list[RunConfig]]:
-    """`todo` split into the runs that go out as one job array (`prunex.launch.submission_key`), in order."""
+    """`todo` split into the runs that go out as one job array (`prunex.cluster.launch.submission_key`), in order."""
     parts: dict[tuple, list[RunConfig]] = {}
     for c in todo:
         parts.setdefault(submission_key(c, slurm, folder), []).append(c)
@@ -253,7 +260,7 @@ def run_experiments(
         if read_regime(regime_file) is None:
             print(
                 f"error: profile regime needs {regime_file}: choose the link rate first with "
-                f"python -m prunex.regime probe --out {regime_file} (./run_all.sh does)",
+                f"python -m prunex.cluster.regime probe --out {regime_file} (./run_all.sh does)",
                 file=sys.stderr,
             )
             return 2

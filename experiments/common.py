@@ -20,7 +20,7 @@
 - `regime` (the default of `./run_all.sh` on one machine): the `local` runs in the paper's regime,
   where communication dominates. DDP's communication share of an iteration in the paper's set-up
   (0.50 s of communication per iteration, sec. 5.3.2, over that plus ResNet-152's 0.33 s of V100
-  compute at batch 128: 0.60) is carried over to this machine: `prunex.regime` probes the compute
+  compute at batch 128: 0.60) is carried over to this machine: `prunex.cluster.regime` probes the compute
   of one iteration of this profile's job and chooses the inter-node link rate at which DDP's
   AllReduce takes that share (a few tens of Mbit/s on the 2-core VM). The choice is written to
   `RESULTS/regime.json` before any run and kept for the life of the results directory. Processes
@@ -46,7 +46,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from prunex.config import ADMMConfig, LinkConfig, RunConfig
+from prunex.training.config import ADMMConfig, LinkConfig, RunConfig
 
 PROFILE_NAMES = ("smoke", "local", "regime", "paper")
 
@@ -76,7 +76,7 @@ PAPER_BATCH, PAPER_GPUS, CIFAR10_TRAIN_IMAGES = 128, 16 * 4, 50_000
 PAPER_STEPS_PER_EPOCH = math.ceil((CIFAR10_TRAIN_IMAGES // PAPER_GPUS) / PAPER_BATCH)
 PAPER_SGD_EPOCHS = math.ceil(PAPER_WINDOW_S / (PAPER_STEPS_PER_EPOCH * PAPER_DDP_STEP_S))
 # DataLoader workers per GPU process (issue 27: the default 0 decodes and augments CIFAR-10 in the training
-# process, between steps). Puhti's site preset gives each GPU task 10 CPU cores (prunex/sites.py): 4
+# process, between steps). Puhti's site preset gives each GPU task 10 CPU cores (prunex/cluster/sites.py): 4
 # workers, persistent across epochs, leave the rest to the training process and NCCL's threads.
 PAPER_LOADER_WORKERS = 4
 
@@ -118,7 +118,7 @@ class Profile:
 
 def profile(name: str, executor: str | None = None, regime: dict[str, Any] | None = None) -> Profile:
     """The named profile, for the given executor (the link model follows the executor). `regime`: the
-    `regime` profile's `regime.json` (`prunex.regime`), which sets its link rate; without it the
+    `regime` profile's `regime.json` (`prunex.cluster.regime`), which sets its link rate; without it the
     profile can be listed (dry run) but its alpha-beta rate is a placeholder."""
     if name == "paper":
         p = Profile(

@@ -1,10 +1,10 @@
-"""`python -m experiments.doctor`: the preflight check (`prunex.doctor`) over this suite's profiles.
+"""`python -m experiments.doctor`: the preflight check (`prunex.cluster.doctor`) over this suite's profiles.
 
     python -m experiments.doctor [--profile paper] [--site puhti] [--account project_2001234] [--data-root DIR]
     ./run_all.sh --check [same options]
 
-The checks live in the library (`prunex.doctor`); the profiles and their runs are the experiments', so
-this command hands them over (`prunex.doctor.Profiles`).
+The checks live in the library (`prunex.cluster.doctor`); the profiles and their runs are the experiments', so
+this command hands them over (`prunex.cluster.doctor.Profiles`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import sys
 from experiments import all as all_experiments
 from experiments import cli
 from experiments.common import PROFILE_NAMES, profile
-from prunex import doctor
-from prunex.config import RunConfig
+from prunex.cluster import doctor
+from prunex.training.config import RunConfig
 
 
 def profile_runs(ctx: doctor.Context) -> list[RunConfig]:

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from experiments import cli
 from experiments.common import Profile, run
 from experiments.volume import models
-from prunex.config import ADMMConfig, PruneFinetuneConfig, RunConfig
+from prunex.training.config import ADMMConfig, PruneFinetuneConfig, RunConfig
 
 NAME = "pareto"
 FINAL_ONLY = 1000  # eval_every beyond every run's length: the final model is evaluated, nothing before it

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from experiments import cli
 from experiments.common import Profile, run
-from prunex.config import RunConfig
+from prunex.training.config import RunConfig
 
 NAME = "volume"
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from experiments import cli
 from experiments.common import Profile, admm, run
-from prunex.config import ConfigError, RunConfig
+from prunex.training.config import ConfigError, RunConfig
 
 NAME = "wire_dtype"
 WIRE_DTYPES = ("fp32", "bf16")

@@ -39,7 +39,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 @pytest.fixture(scope="session")
 def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A data root holding the offline digits dataset (made once per test session)."""
-    from prunex.data import make_digits
+    from prunex.training.data import make_digits
 
     root = tmp_path_factory.mktemp("data")
     make_digits(root)

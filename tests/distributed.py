@@ -155,20 +155,20 @@ def run_distributed(
 def _train_rank(rank: int, config: Any, run_dir: str) -> None:
     import torch
 
-    from prunex.topology import discover
-    from prunex.train import _train
+    from prunex.training.topology import discover
+    from prunex.training.train import _train
 
     Path(run_dir).mkdir(parents=True, exist_ok=True)
     _train(config, Path(run_dir), discover(config.nodes, config.procs_per_node), torch.device("cpu"))
 
 
 def train_on_pool(config: Any, timeout_s: float = 300.0) -> Path:
-    """A run trained by `prunex.train._train` (what every rank of a launched job runs after joining its
+    """A run trained by `prunex.training.train._train` (what every rank of a launched job runs after joining its
     process group) on the pool of `config.world_size` processes; returns its directory (`run_dir_for`), with
     the tables, model and DONE a launched job leaves. No process is started for it: for the modules that test
     what a method logs and sends; the launch around it (submitit, the job's own processes, signals) is
     tested end to end by tests/test_resume.py, tests/faults/ and tests/minicluster/."""
-    from prunex.launch import run_dir_for
+    from prunex.cluster.launch import run_dir_for
 
     run_dir = run_dir_for(config)
     run_distributed(_train_rank, config.world_size, config, str(run_dir), timeout_s=timeout_s)

@@ -62,8 +62,8 @@ def _call(rank: int, name: str, root: str, data_root: str, kwargs: dict) -> dict
 
 
 def main(argv: list[str] | None = None) -> int:
-    from prunex.data import make_digits
-    from prunex.log import hardware_name
+    from prunex.training.data import make_digits
+    from prunex.training.log import hardware_name
 
     names = sys.argv[1:] if argv is None else argv
     unknown = sorted(set(names) - set(CASES))

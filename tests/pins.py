@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from prunex.config import ADMMConfig, PacTrainConfig, RunConfig, TopKConfig
+from prunex.training.config import ADMMConfig, PacTrainConfig, RunConfig, TopKConfig
 
 GOLDEN = Path(__file__).parent / "golden" / "runs.json"
 SPREAD = Path(__file__).parent / "golden" / "spread.json"
@@ -77,8 +77,8 @@ def run_case(
     rank 0 returns what the run pins (`pinned`)."""
     import torch
 
-    from prunex.topology import discover
-    from prunex.train import _train
+    from prunex.training.topology import discover
+    from prunex.training.train import _train
 
     cfg = RunConfig(
         dataset="digits",

@@ -15,8 +15,8 @@ from distributed import run_distributed
 from prunex.admm.flat import FlatADMM
 from prunex.admm.hsadmm import HSADMM
 from prunex.comm import Comm
-from prunex.config import ADMMConfig
-from prunex.topology import build_groups, discover
+from prunex.training.config import ADMMConfig
+from prunex.training.topology import build_groups, discover
 
 D, N_SAMPLES, LAM, ITERATIONS = 6, 30, 0.05, 150
 

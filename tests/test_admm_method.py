@@ -12,7 +12,7 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 from prunex.admm.residuals import HSADMM_TABLE_COLUMNS
-from prunex.config import ADMMConfig, RunConfig
+from prunex.training.config import ADMMConfig, RunConfig
 
 BATCH = 8
 
@@ -31,10 +31,10 @@ class TinyBN(nn.Module):
 
 def _run(rank: int, tmp: str, admm: ADMMConfig, bn_batches: int) -> dict:
     from prunex.comm import Comm
-    from prunex.log import RunLog
     from prunex.methods import method_class
     from prunex.methods.base import Context
-    from prunex.topology import build_groups, discover
+    from prunex.training.log import RunLog
+    from prunex.training.topology import build_groups, discover
 
     topo = discover(1, 2)
     groups = build_groups(topo, 60)

@@ -15,14 +15,14 @@ from distributed import run_distributed, train_on_pool
 from torch import nn
 from torch.utils.data import TensorDataset
 
-from prunex.config import PacTrainConfig, RunConfig, TopKConfig
-from prunex.log import COMM_COLUMNS, COMM_LATER_COLUMNS, STEPS_COLUMNS, RunLog
 from prunex.methods import method_class
 from prunex.methods.base import Context
 from prunex.methods.pactrain import magnitude_mask, prune_schedule
 from prunex.methods.topk import topk_compress, topk_count, warmup_ratio
 from prunex.pruning.project import keep_count
-from prunex.topology import build_groups, discover
+from prunex.training.config import PacTrainConfig, RunConfig, TopKConfig
+from prunex.training.log import COMM_COLUMNS, COMM_LATER_COLUMNS, STEPS_COLUMNS, RunLog
+from prunex.training.topology import build_groups, discover
 
 WORLD, PER_RANK, STEPS = 4, 8, 2
 LR, MOMENTUM, WD = 0.1, 0.9, 1e-4

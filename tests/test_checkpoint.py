@@ -17,10 +17,10 @@ from distributed import run_distributed
 from torch.utils.data import TensorDataset
 
 from benchmarks.checkpoints import rng_bytes, role_bytes
-from prunex import checkpoint
-from prunex.config import ADMMConfig, PacTrainConfig, RunConfig, TopKConfig
 from prunex.perfmodel.workload import model_spec
-from prunex.topology import Topology
+from prunex.training import checkpoint
+from prunex.training.config import ADMMConfig, PacTrainConfig, RunConfig, TopKConfig
+from prunex.training.topology import Topology
 
 METHODS = ("ddp", "topk", "pactrain", "flat_admm", "hsadmm")
 # torch.save's framing: a zip record per tensor (headers, name, 64-byte alignment) and the pickled containers
@@ -76,10 +76,10 @@ def _digest(obj: object) -> str:
 def _build(method: str, cfg: RunConfig, run_dir: Path, seed: int, env: tuple) -> tuple:
     """The method on a fresh resnet20 initialised from `seed` (the second one starts elsewhere, so only
     the checkpoint can align it with the first)."""
-    from prunex.log import RunLog
     from prunex.methods import method_class
     from prunex.methods.base import Context
-    from prunex.models import build_model
+    from prunex.training.log import RunLog
+    from prunex.training.models import build_model
 
     topo, groups, comm, device, train_set = env
     torch.manual_seed(seed)
@@ -91,7 +91,7 @@ def _roles_worker(rank: int, tmp: str) -> dict:
     import torch.distributed as dist
 
     from prunex.comm import Comm
-    from prunex.topology import build_groups, discover
+    from prunex.training.topology import build_groups, discover
 
     topo = discover(2, 2)
     groups = build_groups(topo, 60)

@@ -6,8 +6,8 @@ import torch.distributed as dist
 from distributed import run_distributed
 
 from prunex.comm import Comm, wire_bytes
-from prunex.config import LinkConfig
-from prunex.topology import Topology, build_groups, discover
+from prunex.training.config import LinkConfig
+from prunex.training.topology import Topology, build_groups, discover
 
 N = 1000  # float32 elements -> 4000 bytes
 

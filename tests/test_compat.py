@@ -1,8 +1,8 @@
-"""Supported versions and GPU kernels (`prunex.compat`): every refusal, with the facts faked at the seam."""
+"""Supported versions and GPU kernels (`prunex.cluster.compat`): every refusal, with the facts faked at the seam."""
 
 import pytest
 
-from prunex.compat import (
+from prunex.cluster.compat import (
     UnsupportedEnvironment,
     arch_runs_on,
     check_cuda_arch,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from prunex.config import METHOD_NAMES, ADMMConfig, ConfigError, RunConfig, TopKConfig
 from prunex.run import main as run_main
+from prunex.training.config import METHOD_NAMES, ADMMConfig, ConfigError, RunConfig, TopKConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -104,7 +104,7 @@ def test_cli_refuses_a_run_directory_of_the_layout_before_shared_runs(tmp_path: 
 def test_cli_missing_dataset_and_unwritable_results(tmp_path: Path, capsys) -> None:
     args = ["--method", "ddp", "--dataset", "cifar10", "--data-root", str(tmp_path / "nodata")]
     assert run_main([*args, "--results", str(tmp_path / "r")]) == 2
-    assert "python -m prunex.data download --root" in capsys.readouterr().err
+    assert "python -m prunex.training.data download --root" in capsys.readouterr().err
     blocker = tmp_path / "file"
     blocker.write_text("x")
     assert run_main(["--method", "ddp", "--results", str(blocker / "r")]) == 2
@@ -138,7 +138,7 @@ _OPTIONS_BEFORE = (
 
 
 def test_every_config_field_is_an_option_and_every_old_option_stays() -> None:
-    from prunex.options import _nested, config_from_args, options
+    from prunex.cluster.options import _nested, config_from_args, options
     from prunex.run import build_parser
 
     p = build_parser()

@@ -16,7 +16,7 @@ from distributed import run_distributed
 from torch import nn
 from torch.utils.data import TensorDataset
 
-from prunex.config import ADMMConfig, RunConfig
+from prunex.training.config import ADMMConfig, RunConfig
 
 
 def _stack(depth: int) -> nn.Module:
@@ -28,10 +28,10 @@ def _stack(depth: int) -> nn.Module:
 
 def _reads(rank: int, tmp: str, method_name: str, depth: int) -> int:
     from prunex.comm import Comm
-    from prunex.log import RunLog
     from prunex.methods import method_class
     from prunex.methods.base import Context
-    from prunex.topology import build_groups, discover
+    from prunex.training.log import RunLog
+    from prunex.training.topology import build_groups, discover
 
     topo = discover(2, 1)
     groups = build_groups(topo, 60)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from torchvision.datasets import CIFAR10
 
-from prunex.data import DIGITS_DIR, DatasetMissing, DigitsCIFAR, load_dataset, shard_loader
+from prunex.training.data import DIGITS_DIR, DatasetMissing, DigitsCIFAR, load_dataset, shard_loader
 
 
 def test_digits_is_read_by_the_cifar10_loader(data_root: Path) -> None:
@@ -40,7 +40,7 @@ def test_shards_are_disjoint_equal_and_seeded(data_root: Path, world: int) -> No
 
 
 def test_missing_cifar10_names_the_download_command(tmp_path: Path) -> None:
-    with pytest.raises(DatasetMissing, match="python -m prunex.data download --root"):
+    with pytest.raises(DatasetMissing, match="python -m prunex.training.data download --root"):
         load_dataset("cifar10", tmp_path, train=True)
 
 
@@ -63,7 +63,7 @@ def _fake_fashion(folder: Path, n_train: int = 12, n_test: int = 6) -> None:
 
 
 def test_fashion_mnist_is_unpacked_padded_and_three_channel(tmp_path: Path) -> None:
-    from prunex.data import install_fashion_mnist
+    from prunex.training.data import install_fashion_mnist
 
     _fake_fashion(tmp_path / "src")
     root = tmp_path / "data"
@@ -82,7 +82,7 @@ def test_fashion_mnist_is_unpacked_padded_and_three_channel(tmp_path: Path) -> N
 
 
 def test_missing_fashion_mnist_names_the_package(tmp_path: Path) -> None:
-    from prunex.data import install_fashion_mnist
+    from prunex.training.data import install_fashion_mnist
 
     with pytest.raises(DatasetMissing, match="apt-get install dataset-fashion-mnist"):
         install_fashion_mnist(tmp_path / "data", tmp_path / "empty")
@@ -106,8 +106,8 @@ def test_a_shared_data_root_is_readable_by_others_and_a_file_is_no_data_root(
 ) -> None:
     """Issue 29: the digits cache was written 0600 (another user of a shared root got a PermissionError
     traceback), and --data-root naming a file was a NotADirectoryError traceback after launch."""
-    from prunex.data import make_digits
     from prunex.run import main as run_main
+    from prunex.training.data import make_digits
 
     folder = make_digits(tmp_path / "shared")
     modes = {p.name: p.stat().st_mode & 0o777 for p in folder.iterdir()}

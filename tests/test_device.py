@@ -1,4 +1,5 @@
-"""Device choice, GPU binding and the ranks' agreement (`prunex.device`), on real processes and a real store."""
+"""Device choice, GPU binding and the ranks' agreement (`prunex.training.device`), on real processes and a real
+store."""
 
 import os
 import socket
@@ -7,8 +8,8 @@ import time
 import pytest
 from distributed import free_port, run_distributed
 
-from prunex.config import ConfigError, RunConfig
-from prunex.device import (
+from prunex.training.config import ConfigError, RunConfig
+from prunex.training.device import (
     DeviceError,
     Placement,
     check_placements,
@@ -17,7 +18,7 @@ from prunex.device import (
     place,
     select_device,
 )
-from prunex.topology import Topology
+from prunex.training.topology import Topology
 
 
 # ------------------------------------------------------------------------------------ pure choices
@@ -85,13 +86,13 @@ def test_two_ranks_on_one_gpu_and_mixed_torch_builds_are_refused() -> None:
 
 # ------------------------------------------------------------------------------------ real processes
 def _place(rank: int, port: int, requests: list[str], timeout_s: float, silent: int | None) -> str:
-    """`place` as `prunex.train` calls it, on a fresh store (the pool's own group holds MASTER_PORT)."""
+    """`place` as `prunex.training.train` calls it, on a fresh store (the pool's own group holds MASTER_PORT)."""
     saved = os.environ["MASTER_PORT"]
     os.environ["MASTER_PORT"] = str(port)
     topo = Topology(rank, 4, nodes=2, procs_per_node=2)
     try:
         if rank == silent:  # joins the store but never reports (a rank that died before choosing a device)
-            from prunex.device import rendezvous_store
+            from prunex.training.device import rendezvous_store
 
             rendezvous_store(topo, timeout_s)
             time.sleep(timeout_s + 1)
@@ -132,8 +133,8 @@ def test_a_rank_that_never_reports_ends_the_others_in_bounded_time() -> None:
 def test_a_scheduler_set_cuda_visible_devices_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     """Task 5 of 2 nodes x 4, to which Slurm bound GPU 3 (--gpus-per-task=1): submitit's own export
     would overwrite CUDA_VISIBLE_DEVICES with the local rank (1), a GPU this task does not own."""
-    from prunex.launch import export_job_env
-    from prunex.topology import discover
+    from prunex.cluster.launch import export_job_env
+    from prunex.training.topology import discover
 
     for k in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
         monkeypatch.delenv(k, raising=False)

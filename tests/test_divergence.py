@@ -2,7 +2,7 @@
 
 Before, the rank whose loss became NaN raised alone and its peers blocked in their next collective until
 the collective timeout or the launcher's watch ended them. Now every rank reports its loss's finiteness in
-one AllReduce after each iteration (`prunex.train.ranks_agree_on_failure`) and all raise together: the
+one AllReduce after each iteration (`prunex.training.train.ranks_agree_on_failure`) and all raise together: the
 failing rank with its cause, the others naming it. Two real gloo processes, rank 0's weights set to NaN at
 iteration 1 by the tests' fault seam (`PRUNEX_FAULT_NAN_AT`).
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from distributed import close_pool, run_distributed
 
-from prunex.config import ADMMConfig, RunConfig
+from prunex.training.config import ADMMConfig, RunConfig
 
 NAN_ENV = {"PRUNEX_FAULT_NAN_AT": "1"}
 
@@ -29,8 +29,8 @@ def _close() -> object:
 def _diverge(rank: int, root: str, data_root: str, method: str) -> str:
     import torch
 
-    from prunex.topology import discover
-    from prunex.train import _train
+    from prunex.training.topology import discover
+    from prunex.training.train import _train
 
     cfg = RunConfig(
         method=method,

@@ -108,7 +108,7 @@ def test_the_pages_show_commands() -> None:
 def test_each_module_command_exists_and_takes_the_options_shown(module: str, sub: tuple[str, ...]) -> None:
     options = module_commands()[(module, sub)]
     code, text = _help(module, list(sub))
-    if code != 0 and sub:  # the word was a positional argument (`prunex.export RUN`), not a subcommand
+    if code != 0 and sub:  # the word was a positional argument (`prunex.pruning.export RUN`), not a subcommand
         code, text = _help(module, [])
     assert code == 0, f"python -m {module} {' '.join(sub)} --help: exit {code}\n{text[-1500:]}"
     missing = sorted(o for o in options if o not in text)

@@ -85,7 +85,7 @@ def test_unknown_partition_and_foreign_account_fail(fake_slurm, data_root, capsy
 
 def test_the_old_module_path_names_the_new_command_in_one_line(capsys) -> None:
     with pytest.raises(SystemExit) as e:
-        runpy.run_module("prunex.doctor", run_name="__main__")  # `python -m prunex.doctor`
+        runpy.run_module("prunex.doctor", run_name="__main__")  # `python -m prunex.doctor`, the old path
     err = capsys.readouterr().err
     assert e.value.code == 2 and err.count("\n") == 1 and "`python -m experiments.doctor`" in err
 

@@ -11,9 +11,9 @@ import torch
 from distributed import run_distributed
 from torch.utils.data import DataLoader, Subset
 
-from prunex.data import load_dataset
-from prunex.evaluation import bn_statistics, evaluate, held_out_slice, recalibrate_bn
-from prunex.models import build_model
+from prunex.training.data import load_dataset
+from prunex.training.evaluation import bn_statistics, evaluate, held_out_slice, recalibrate_bn
+from prunex.training.models import build_model
 
 WORLD, BN_BATCHES, BATCH = 4, 2, 16
 
@@ -27,8 +27,8 @@ def _bn_batches(train_set, rank: int) -> list[tuple[torch.Tensor, torch.Tensor]]
 
 def _worker(rank: int, data_root: str, tmp: str) -> dict:
     from prunex.comm import Comm
-    from prunex.evaluation import average_bn, combine, count_correct
-    from prunex.topology import build_groups, discover
+    from prunex.training.evaluation import average_bn, combine, count_correct
+    from prunex.training.topology import build_groups, discover
 
     topo = discover(2, 2)
     comm = Comm(topo, build_groups(topo, 60), torch.device("cpu"))

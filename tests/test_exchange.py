@@ -9,9 +9,9 @@ from torch import nn
 
 from prunex.admm.hsadmm import HSADMM
 from prunex.comm import Comm
-from prunex.config import ADMMConfig
 from prunex.pruning import LayerSparsity
-from prunex.topology import build_groups, discover
+from prunex.training.config import ADMMConfig
+from prunex.training.topology import build_groups, discover
 
 
 class Tiny(nn.Module):

@@ -1,4 +1,4 @@
-"""Physical export (prunex.export), its channel analysis, the L1 baseline's masks and the inference bench."""
+"""Physical export (prunex.pruning.export), its channel analysis, the L1 baseline's masks and the inference bench."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ import pytest
 import torch
 from torch import nn
 
-from prunex import export
 from prunex.bench import inference
 from prunex.bench.inference import mask_randomly_
-from prunex.config import RunConfig
-from prunex.models import build_model
+from prunex.pruning import export
 from prunex.pruning.channels import UnsupportedGraph, removable_channels, trace_channels
 from prunex.pruning.oneshot import apply_masks, l1_channel_masks, prune_to_flops
+from prunex.training.config import RunConfig
+from prunex.training.models import build_model
 
 KINDS = {"filter": (0.5, 1.0), "channel": (1.0, 0.5), "both": (0.5, 0.5)}
 X = torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(1))  # small images: a fast forward
@@ -193,7 +193,7 @@ def test_export_refuses_a_damaged_truncated_or_unfinished_model(
 ) -> None:
     """Issue 29: 4 KB overwritten inside final_model.pt was exported with different numbers (its exactness
     check compared against the damaged model); a truncated file was a traceback; a run without DONE was
-    exported. The run writes final_model.pt's SHA-256 beside it (`prunex.export.write_checksum`)."""
+    exported. The run writes final_model.pt's SHA-256 beside it (`prunex.pruning.export.write_checksum`)."""
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / "config.json").write_text(json.dumps(RunConfig(method="hsadmm", name="r").to_dict()))
@@ -211,7 +211,7 @@ def test_export_refuses_a_damaged_truncated_or_unfinished_model(
 
     line = refused()
     assert "has not finished (no DONE)" in line
-    fault_report("prunex.export of a run without DONE", None, line, "nothing written")
+    fault_report("prunex.pruning.export of a run without DONE", None, line, "nothing written")
     (run_dir / "DONE").write_text("done\n")
     good = weights.read_bytes()
     damaged = bytearray(good)
@@ -219,12 +219,12 @@ def test_export_refuses_a_damaged_truncated_or_unfinished_model(
     weights.write_bytes(bytes(damaged))
     line = refused()
     assert "do not match the checksum" in line and not (run_dir / export.COMPACT_FILE).exists()
-    fault_report("prunex.export of a final_model.pt with 4 KB overwritten", None, line, "nothing written")
+    fault_report("prunex.pruning.export of a final_model.pt with 4 KB overwritten", None, line, "nothing written")
     weights.write_bytes(good[:1000])
     (run_dir / ("final_model.pt" + export.CHECKSUM_SUFFIX)).unlink()  # as a run from before checksums
     line = refused()
     assert "not a readable model" in line
-    fault_report("prunex.export of a truncated final_model.pt without checksum", None, line, "nothing written")
+    fault_report("prunex.pruning.export of a truncated final_model.pt without checksum", None, line, "nothing written")
     weights.write_bytes(good)
     assert export.main([str(run_dir), "--check-samples", "8"]) == 0
 
@@ -232,7 +232,7 @@ def test_export_refuses_a_damaged_truncated_or_unfinished_model(
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="core binding is Linux-only")
 def test_the_in_job_bench_gets_back_the_cores_a_bound_rank_gave_up(data_root: Path, tmp_path: Path) -> None:
     """--bind-cores pins each rank to one core with one thread; rank 0's export and inference bench then
-    run with every core the job had (`prunex.regime.release_core`). Bound, the bench's 2 OpenMP threads
+    run with every core the job had (`prunex.cluster.regime.release_core`). Bound, the bench's 2 OpenMP threads
     shared one core: ResNet-20 at batch 1 took ~560 ms in every regime run, 2.7 ms unbound."""
     run_dir = tmp_path / "run"
     run_dir.mkdir()

@@ -10,10 +10,10 @@ import pytest
 import torch
 from submitit.core.utils import cloudpickle_dump
 
-from prunex import checkpoint
-from prunex.config import RunConfig
-from prunex.launch import source_error
-from prunex.topology import Topology
+from prunex.cluster.launch import source_error
+from prunex.training import checkpoint
+from prunex.training.config import RunConfig
+from prunex.training.topology import Topology
 
 ONE = Topology(rank=0, world_size=1, nodes=1, procs_per_node=1)  # not discover(): a test worker's env may name another
 
@@ -66,7 +66,8 @@ def test_the_launcher_names_the_rank_that_failed_not_the_peer_that_lost_it(tmp_p
         tmp_path,
         {
             0: "RuntimeError: [gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:1",
-            1: "prunex.checkpoint.CheckpointCorrupt: /r/checkpoints/it0000001/rank00001.pt is unreadable (EOFError)",
+            1: "prunex.training.checkpoint.CheckpointCorrupt: "
+            "/r/checkpoints/it0000001/rank00001.pt is unreadable (EOFError)",
         },
     )
     rank, message, others = source_error(job, 2)
@@ -107,14 +108,14 @@ SUBMITIT_LOG = (
 )
 def test_the_error_line_is_never_submitit_logging_or_a_progress_line(text: str, want: str) -> None:
     """Issue 29, item 5: the launcher's one line carried a submitit INFO line or rank 0's progress line."""
-    from prunex.launch import _last_line
+    from prunex.cluster.launch import _last_line
 
     assert _last_line(text) == want
 
 
 def test_a_refusal_is_one_line_whatever_its_message_holds(capsys) -> None:
-    from prunex.config import ConfigError
-    from prunex.exits import refuse
+    from prunex.cluster.exits import refuse
+    from prunex.training.config import ConfigError
 
     assert refuse(ConfigError("bad value\n  quoted: line two\n"), {ConfigError: 2}) == 2
     err = capsys.readouterr().err

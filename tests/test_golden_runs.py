@@ -1,6 +1,6 @@
 """Behaviour pins: one smoke run per method; its logs (times excluded) and final model against `tests/golden/runs.json`.
 
-Each case (`tests/pins.py`'s `CASES`) runs the per-rank training loop (`prunex.train._train`) in two real
+Each case (`tests/pins.py`'s `CASES`) runs the per-rank training loop (`prunex.training.train._train`) in two real
 gloo processes (tests/distributed.py), with a tiny training subset. A refactor that changes the math must
 fail a pin, on whichever x86-64 host CI lands.
 
@@ -52,7 +52,7 @@ import pytest
 from distributed import close_pool, run_distributed
 from pins import CASES, GOLDEN, PIN_ENV, SPREAD, compare, deviation, dump, run_case
 
-from prunex.config import ADMMConfig
+from prunex.training.config import ADMMConfig
 
 pytestmark = pytest.mark.slow
 

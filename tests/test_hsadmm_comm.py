@@ -6,9 +6,9 @@ from torch import nn
 
 from prunex.admm.hsadmm import HSADMM
 from prunex.comm import Comm, compress, decompress
-from prunex.config import ADMMConfig
 from prunex.pruning import LayerSparsity
-from prunex.topology import build_groups, discover
+from prunex.training.config import ADMMConfig
+from prunex.training.topology import build_groups, discover
 
 
 def _comm(nodes: int = 2, procs: int = 2) -> Comm:

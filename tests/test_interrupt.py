@@ -1,4 +1,4 @@
-"""What SIGINT and SIGTERM do inside a launcher (prunex.interrupt), with real signals to this process."""
+"""What SIGINT and SIGTERM do inside a launcher (prunex.cluster.interrupt), with real signals to this process."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from prunex import interrupt
+from prunex.cluster import interrupt
 
 
 def test_sigterm_is_an_interrupt_once_and_its_exit_code_says_which(monkeypatch) -> None:

@@ -9,7 +9,12 @@ submodule `package.name` where there is one, else on the package.
 from __future__ import annotations
 
 import ast
+import importlib
+import runpy
+import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 # the packages from the bottom up, and what each may import besides itself
@@ -122,7 +127,7 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_sees_lazy_imports_and_skips_annotations_only() -> None:
     graph = import_graph()
-    assert "prunex.launch" in graph["prunex.bench.collectives"]  # imported inside a function
+    assert "prunex.cluster.launch" in graph["prunex.bench.collectives"]  # imported inside a function
     assert "prunex.comm.native" in graph["prunex.comm.shrink"]  # `from prunex.comm import native`: the submodule
     assert "analysis.claims" not in graph["analysis.measurements"]  # only under `if TYPE_CHECKING:`
     assert "analysis.measurements" in graph["analysis.claims"]
@@ -144,3 +149,25 @@ def test_no_layer_imports_one_above_it() -> None:
         if dep.split(".")[0] != mod.split(".")[0] and dep.split(".")[0] not in MAY_IMPORT[mod.split(".")[0]]
     )
     assert upward == []
+
+
+@pytest.mark.parametrize(
+    "old,new", [("data", "training.data"), ("export", "pruning.export"), ("regime", "cluster.regime")]
+)
+def test_the_old_command_paths_still_run(old: str, new: str, capsys: pytest.CaptureFixture) -> None:
+    """`python -m prunex.data download ...` and the like, typed before the folders: they forward."""
+    argv, sys.argv = sys.argv, [f"prunex.{old}", "--help"]
+    try:
+        with pytest.raises(SystemExit) as e:
+            runpy.run_module(f"prunex.{old}", run_name="__main__", alter_sys=True)
+    finally:
+        sys.argv = argv
+    assert e.value.code == 0 and "usage: python -m prunex." in capsys.readouterr().out
+    assert importlib.import_module(f"prunex.{old}").main is importlib.import_module(f"prunex.{new}").main
+
+
+def test_torchrun_s_old_path_runs_the_trainer() -> None:
+    from prunex import train
+    from prunex.training import train as trainer
+
+    assert train.main is trainer.main

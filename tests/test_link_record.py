@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from prunex.config import RunConfig
-from prunex.log import RunLog, merge_parts, write_json
 from prunex.minicluster.wire import LINK_MODEL, link_model_active, observed_link_model
+from prunex.training.config import RunConfig
+from prunex.training.log import RunLog, merge_parts, write_json
 
 
 def test_rows_name_the_observed_link_model_and_the_config_stays_as_asked(tmp_path: Path) -> None:

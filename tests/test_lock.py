@@ -1,4 +1,4 @@
-"""Run ownership (prunex.lock, prunex.jobs) with real processes standing in for jobs: who may take a
+"""Run ownership (prunex.cluster.lock, prunex.cluster.jobs) with real processes standing in for jobs: who may take a
 run over, who is reattached to, who is refused, and the job's own check. Seconds, no training."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from prunex import jobs
-from prunex.lock import (
+from prunex.cluster import jobs
+from prunex.cluster.lock import (
     JOB_FILE,
     LockHeld,
     NotTheOwner,

@@ -16,15 +16,15 @@ from distributed import run_distributed
 from test_admm_method import BATCH, TinyBN
 from torch.utils.data import TensorDataset
 
-from prunex.config import ADMMConfig, RunConfig
+from prunex.training.config import ADMMConfig, RunConfig
 
 
 def _train(rank: int, tmp: str, method_name: str, nodes: int, admm: ADMMConfig, iterations: int) -> dict:
     from prunex.comm import Comm
-    from prunex.log import RunLog
     from prunex.methods import method_class
     from prunex.methods.base import Context
-    from prunex.topology import build_groups, discover
+    from prunex.training.log import RunLog
+    from prunex.training.topology import build_groups, discover
 
     topo = discover(nodes, 2 // nodes)
     groups = build_groups(topo, 60)
@@ -75,10 +75,10 @@ def test_theta_and_momentum_stay_on_the_frozen_mask(method_name: str, nodes: int
 
 def _restart(rank: int, tmp: str) -> dict:
     from prunex.comm import Comm
-    from prunex.log import RunLog
     from prunex.methods import method_class
     from prunex.methods.base import Context
-    from prunex.topology import build_groups, discover
+    from prunex.training.log import RunLog
+    from prunex.training.topology import build_groups, discover
 
     topo = discover(2, 1)
     groups = build_groups(topo, 60)

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from prunex.models import MODELS, build_model, count_parameters
+from prunex.training.models import MODELS, build_model, count_parameters
 
 # CIFAR-10 variants (3x3 stride-1 stem, no max-pool, 10 classes), torchvision classes.
 EXPECTED = {"resnet18": 11.2e6, "resnet152": 58.2e6, "wide_resnet50_2": 66.8e6, "resnet20": 0.27e6}

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from prunex.config import ConfigError
+from prunex.cluster.options import Option, _field, config_from_args, options
 from prunex.methods.registry import readers
-from prunex.options import Option, _field, config_from_args, options
 from prunex.run import build_parser
 from prunex.run import main as run_main
+from prunex.training.config import ConfigError
 
 VALUES = ("nan", "inf", "-inf", "0", "-1", "99999999999999999999999", "1e300")
 
@@ -93,7 +93,7 @@ def test_an_option_the_method_does_not_read_is_refused_and_not_part_of_a_run(tmp
     profile that hands an ADMM schedule to a DDP run does not make that run another training."""
     import dataclasses
 
-    from prunex.config import ADMMConfig, RunConfig
+    from prunex.training.config import ADMMConfig, RunConfig
 
     for argv, flag, readers_ in (
         (["--method", "ddp", "--filter-keep", "0.5"], "--filter-keep", "hsadmm, flat_admm"),

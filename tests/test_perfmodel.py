@@ -10,15 +10,15 @@ import pandas as pd
 import pytest
 import torch
 
-from prunex import commcost
+from prunex.comm import cost as commcost
 from prunex.comm.bucket import Bucketer
 from prunex.comm.volume import group_members, wire_bytes
-from prunex.commtime import last_arriver_comm
+from prunex.comm.waitfree import last_arriver_comm
 from prunex.perfmodel import calibrate, formulas, workload
 from prunex.perfmodel.__main__ import main
 from prunex.perfmodel.formulas import Collective, Link, Network
 from prunex.perfmodel.validate import find_runs
-from prunex.topology import Topology
+from prunex.training.topology import Topology
 from tests.fixtures.perfmodel.runs import write_run
 
 L = Link(alpha_s=1e-3, beta=1e6)  # 1 ms per message, 1 MB/s: times in ms are easy to check by hand
@@ -64,7 +64,7 @@ def test_emulated_network_adds_the_alpha_beta_delay_to_the_loopback():
     assert formulas.time_of(c, 2, 2, undelayed) == pytest.approx(loopback)
     # the delay is exactly what prunex.comm.collectives.AlphaBetaLink sleeps
     from prunex.comm.collectives import AlphaBetaLink
-    from prunex.config import LinkConfig
+    from prunex.training.config import LinkConfig
 
     link = AlphaBetaLink(LinkConfig(model="alpha-beta", alpha_s=5e-5, bandwidth_gbit=1.0))
     model = Link(5e-5, 1e9 / 8)
@@ -498,8 +498,8 @@ def test_sweep_fit_on_last_arriver_times_recovers_the_link(tmp_path):
 def test_model_constrains_the_layers_and_groups_that_runs_constrain(filter_keep, channel_keep):
     """The perf model's kept groups are those of `constrained_layers` on the real model: the RGB stem
     keeps its 3 channels (and is unconstrained without filter sparsity) in the model as in runs."""
-    from prunex.models import build_model
     from prunex.pruning import constrained_layers, keep_count
+    from prunex.training.models import build_model
 
     model = build_model("resnet20")
     shapes = {n: p.shape for n, p in model.named_parameters()}

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from prunex.commcost import ddp_bucket_sizes, topk_count
-from prunex.config import DDPConfig
+from prunex.comm.cost import ddp_bucket_sizes, topk_count
 from prunex.perfmodel import calibrate
 from prunex.perfmodel.__main__ import main
 from prunex.perfmodel.formulas import Link, Network
 from prunex.perfmodel.iterations import CSV_NAME, ITERATION_COLUMNS, validate_iterations
 from prunex.perfmodel.workload import Device, Options, model_spec
+from prunex.training.config import DDPConfig
 from tests.fixtures.perfmodel.runs import write_run
 
 # A sweep at one process per node on links shaped to 30 Mbit/s: inter and flat groups of two members,

@@ -10,7 +10,7 @@ from prunex.comm import Comm
 from prunex.comm.bucket import Bucketer
 from prunex.comm.wire import WireBuckets
 from prunex.pruning import GroupMask
-from prunex.topology import build_groups, discover
+from prunex.training.topology import build_groups, discover
 
 
 def _exchange(rank: int, wire_dtype: str) -> dict:

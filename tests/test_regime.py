@@ -11,8 +11,9 @@ import pytest
 
 from experiments import cli, latency, strong_scaling
 from experiments.common import profile
-from prunex import commcost, regime
-from prunex.config import RunConfig
+from prunex.cluster import regime
+from prunex.comm import cost as commcost
+from prunex.training.config import RunConfig
 
 
 def test_target_share_is_the_papers_ddp_comm_over_its_iteration() -> None:
@@ -83,5 +84,5 @@ def test_regime_profile_refuses_to_run_without_its_rate(tmp_path: Path, capsys: 
     configs = cli.resolve("latency", latency.runs, "regime", None, str(tmp_path))
     assert cli.run_experiments({"latency": configs}, args, "latency", cli.slurm_options(args)) == 2
     err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "python -m prunex.regime probe" in err
+    assert err.count("\n") == 0 and "python -m prunex.cluster.regime probe" in err
     assert list(tmp_path.iterdir()) == []  # nothing written

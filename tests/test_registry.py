@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from prunex.config import ConfigError, RunConfig
 from prunex.methods import METHOD_NAMES, REGISTRY, method_class, method_info
+from prunex.training.config import ConfigError, RunConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,7 +55,7 @@ def test_config_and_analysis_read_the_registry() -> None:
 def test_descriptions_cost_model_and_residual_table_import_without_torch() -> None:
     code = (
         "import sys\n"
-        "import prunex.config, prunex.methods, prunex.commcost, prunex.admm.residuals, prunex.admm.freeze\n"
+        "import prunex.training.config, prunex.methods, prunex.comm.cost, prunex.admm.residuals, prunex.admm.freeze\n"
         "print('torch imported' if 'torch' in sys.modules else 'no torch')\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)

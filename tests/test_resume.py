@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import torch
 
-from prunex import checkpoint
+from prunex.training import checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow

@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 from distributed import train_on_pool
 
-from prunex.config import RunConfig
-from prunex.log import COMM_COLUMNS, COMM_LATER_COLUMNS, STEPS_COLUMNS
-from prunex.models import build_model, count_parameters
+from prunex.training.config import RunConfig
+from prunex.training.log import COMM_COLUMNS, COMM_LATER_COLUMNS, STEPS_COLUMNS
+from prunex.training.models import build_model, count_parameters
 
 pytestmark = pytest.mark.slow
 

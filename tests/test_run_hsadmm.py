@@ -11,10 +11,10 @@ import pytest
 from distributed import train_on_pool
 
 from prunex.admm.residuals import HSADMM_TABLE_COLUMNS
-from prunex.config import ADMMConfig, RunConfig
-from prunex.log import STEPS_COLUMNS
-from prunex.models import build_model
 from prunex.perfmodel import workload
+from prunex.training.config import ADMMConfig, RunConfig
+from prunex.training.log import STEPS_COLUMNS
+from prunex.training.models import build_model
 
 pytestmark = pytest.mark.slow
 
@@ -104,9 +104,9 @@ def test_the_logged_accuracy_is_the_exported_models(run: Path) -> None:
     import torch
     from torch.utils.data import DataLoader
 
-    from prunex.data import load_dataset
-    from prunex.evaluation import evaluate
-    from prunex.export import compact, load_run_model
+    from prunex.pruning.export import compact, load_run_model
+    from prunex.training.data import load_dataset
+    from prunex.training.evaluation import evaluate
 
     model, config = load_run_model(run)
     loader = DataLoader(load_dataset(config["dataset"], config["data_root"], train=False), batch_size=256)

@@ -14,9 +14,9 @@ import pytest
 from analysis import fig5a_time_to_accuracy, fig7_latency, report
 from analysis.common import load_experiment, render
 from experiments import cli
-from prunex.config import ADMMConfig, ConfigError, RunConfig
-from prunex.launch import experiment_path, link_run, run_dir_for
-from prunex.log import export_logs
+from prunex.cluster.launch import experiment_path, link_run, run_dir_for
+from prunex.training.config import ADMMConfig, ConfigError, RunConfig
+from prunex.training.log import export_logs
 
 
 def test_the_training_key_ignores_who_asked_and_how_the_job_runs() -> None:
@@ -103,7 +103,7 @@ def test_a_debug_job_leaves_the_drivers_environment_as_it_was(data_root: Path, t
     """A debug job runs in the driver's process and exports RANK, MASTER_PORT, ... there. They stayed, and
     sbatch exports the driver's environment: every later Slurm job of the driver got that one MASTER_PORT, and
     two such jobs on one node failed with EADDRINUSE (seen in the suite's mini cluster tests)."""
-    from prunex.launch import launch
+    from prunex.cluster.launch import launch
 
     for key in ("MASTER_PORT", "MASTER_ADDR", "RANK", "WORLD_SIZE", "LOCAL_RANK"):
         monkeypatch.delenv(key, raising=False)

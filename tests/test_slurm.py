@@ -1,4 +1,5 @@
-"""What Slurm is asked for (`prunex.slurm`, `prunex.sites`, `prunex.estimate`) and every refusal before submission.
+"""What Slurm is asked for (`prunex.cluster.slurm`, `prunex.cluster.sites`, `prunex.cluster.estimate`) and every
+refusal before submission.
 
 The golden file pins exactly what submitit receives for `--site puhti --account project_2001234` in
 the paper profile, and the job script sbatch then gets for one run. After an intended change (site
@@ -18,11 +19,11 @@ import submitit
 from experiments import all as all_experiments
 from experiments import cli
 from prunex import run as prunex_run
-from prunex.config import ConfigError, RunConfig
-from prunex.estimate import EstimateError, estimate_run
-from prunex.launch import submitit_parameters
-from prunex.sites import TimeLimitPolicy, load_site
-from prunex.slurm import SlurmOptions, check_submission, executor_parameters, parse_sbatch
+from prunex.cluster.estimate import EstimateError, estimate_run
+from prunex.cluster.launch import submitit_parameters
+from prunex.cluster.sites import TimeLimitPolicy, load_site
+from prunex.cluster.slurm import SlurmOptions, check_submission, executor_parameters, parse_sbatch
+from prunex.training.config import ConfigError, RunConfig
 
 GOLDEN = Path(__file__).parent / "golden" / "slurm_paper.json"
 ACCOUNT = "project_2001234"
@@ -208,7 +209,7 @@ def test_every_run_of_a_job_array_gets_its_own_time_limit(real_slurm_env, capsys
     listed under a submission has that limit in its own parameters."""
     import re
 
-    from prunex.launch import submission_key
+    from prunex.cluster.launch import submission_key
 
     args = cli.parser("pareto", None).parse_args(GOLDEN_ARGS)
     slurm = cli.slurm_options(args)

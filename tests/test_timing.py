@@ -1,4 +1,4 @@
-"""One clock per device (`prunex.timing`): the CPU path is perf_counter, the choice follows the device."""
+"""One clock per device (`prunex.comm.clocks`): the CPU path is perf_counter, the choice follows the device."""
 
 import time
 
@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from prunex.comm import Comm
-from prunex.config import ConfigError, LinkConfig, RunConfig
-from prunex.timing import CPUTimer, CUDATimer, timer_for
-from prunex.topology import Topology
+from prunex.comm.clocks import CPUTimer, CUDATimer, timer_for
+from prunex.training.config import ConfigError, LinkConfig, RunConfig
+from prunex.training.topology import Topology
 
 
 def test_the_clock_follows_the_device() -> None:
@@ -40,7 +40,7 @@ def test_alpha_beta_link_model_is_cpu_only() -> None:
 
 def test_exclusive_seconds_sum_to_the_union_of_overlapping_spans() -> None:
     """Spans in flight together (pipelined buckets: bucket b launched before b-1 completes) count once."""
-    from prunex.timing import exclusive_seconds
+    from prunex.comm.clocks import exclusive_seconds
 
     assert exclusive_seconds([(0.0, 1.0), (2.0, 3.0)]) == [1.0, 1.0]  # disjoint: their lengths
     assert exclusive_seconds([(0.0, 4.0), (3.0, 6.0), (5.0, 7.0)]) == [4.0, 2.0, 1.0]  # a pipeline: union 7
@@ -65,7 +65,7 @@ def _two_in_flight(rank: int) -> dict:
     import torch
 
     from prunex.comm import Comm
-    from prunex.topology import build_groups, discover
+    from prunex.training.topology import build_groups, discover
 
     topo = discover(1, 1)
     comm = Comm(topo, build_groups(topo, 60), torch.device("cpu"))

@@ -1,6 +1,6 @@
 import pytest
 
-from prunex.topology import Topology, TopologyError, discover
+from prunex.training.topology import Topology, TopologyError, discover
 
 
 def test_explicit_emulated_nodes_on_one_machine() -> None:

@@ -1,4 +1,4 @@
-"""Wait-free communication time (prunex.commtime) and what the analysis builds on it, on hand-computed tables.
+"""Wait-free communication time (prunex.comm.waitfree) and what the analysis builds on it, on hand-computed tables.
 
 Per call the last arriver's seconds (the group's minimum), the rest each member's wait; concurrent
 groups' maximum on the critical path; Fig. 8's wait category; Fig. 7's wait-free column; the per-sync
@@ -19,7 +19,7 @@ from analysis import fig7_latency, fig8_latency_breakdown, report
 from analysis.common import load_experiment, read_regime, regime_caption
 from analysis.measurements import Logs
 from analysis.verdicts import NOT_DECIDABLE, NOT_REGIME_MATCHED, OUTSIDE, WITHIN, regime_table, regime_verdict
-from prunex.commtime import last_arriver_comm, per_call, wait_split
+from prunex.comm.waitfree import last_arriver_comm, per_call, wait_split
 
 REGIME = {
     "target_share": 0.6044,

@@ -11,7 +11,7 @@ from prunex.comm import Comm
 from prunex.comm.bucket import Bucketer
 from prunex.comm.wire import WireBuckets
 from prunex.pruning import GroupMask
-from prunex.topology import build_groups, discover
+from prunex.training.topology import build_groups, discover
 
 SHAPE = (16, 12, 3, 3)
 UNIT_ROUNDOFF = {"bf16": 2.0**-8, "fp16": 2.0**-11}
@@ -61,8 +61,8 @@ def test_cast_wire_is_within_its_rounding_bound(nodes: int, procs: int, wire_dty
 
 
 def test_wire_dtype_option() -> None:
-    from prunex.config import ADMMConfig, ConfigError
     from prunex.run import build_parser, config_from_args
+    from prunex.training.config import ADMMConfig, ConfigError
 
     cfg = config_from_args(build_parser().parse_args(["--method", "hsadmm", "--wire-dtype", "bf16"]))
     assert cfg.admm.wire_dtype == "bf16"

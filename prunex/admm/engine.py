@@ -18,8 +18,8 @@ import torch
 
 from prunex.admm.freeze import MaskFreeze
 from prunex.comm import Comm
-from prunex.config import ADMMConfig
 from prunex.pruning import GroupMask, LayerSparsity
+from prunex.training.config import ADMMConfig
 
 
 @dataclass

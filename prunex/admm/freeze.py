@@ -7,7 +7,7 @@ which it froze (`reason`, `at`; logged once as the run's `freeze.parquet` row):
 - ``"settled"``: the global mask has not changed (drift 0) for ``freeze_patience`` consecutive
   iterations, "once topological stability is detected" (sec. 4.5);
 - ``"T_freeze"``: forced after iteration T_freeze - 1 although it was still moving (``freeze_iteration``
-  counts the dynamic iterations: 0..T-1, so T >= 1; `prunex.config.ADMMConfig` refuses 0, which would
+  counts the dynamic iterations: 0..T-1, so T >= 1; `prunex.training.config.ADMMConfig` refuses 0, which would
   freeze the all-ones initial mask, i.e. never prune); T_freeze is the upper bound, not the rule;
 - ``"retraining"``: forced because the outer loop ended (or converged) before either of the above, so
   that masked retraining (Alg. 1 line 11) runs on a fixed mask.

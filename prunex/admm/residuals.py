@@ -23,7 +23,7 @@ from collections.abc import Mapping, MutableMapping
 from dataclasses import astuple, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from prunex.config import ADMMConfig
+from prunex.training.config import ADMMConfig
 
 if TYPE_CHECKING:
     import torch

@@ -24,10 +24,10 @@ from torch import Tensor
 
 from prunex.comm import Comm
 from prunex.comm.bucket import Bucketer
+from prunex.comm.clocks import Span
 from prunex.comm.shrink import shrink_plan
 from prunex.comm.wire import WireBuckets
 from prunex.pruning import GroupMask, LayerSparsity, project_groups
-from prunex.timing import Span
 
 
 def sum_theta_plus_u(
@@ -122,7 +122,7 @@ def inter_node_average(
     compact sizes, so they are reused once the mask is frozen. Returns the new z per parameter and the
     globally averaged buffers (views into the buckets where no decompression is needed). With
     ``spans`` given, the compress (leaders only) and decompress intervals are appended to its
-    ``"compress"`` and ``"decompress"`` lists on the device's clock (`prunex.timing`), to be read after
+    ``"compress"`` and ``"decompress"`` lists on the device's clock (`prunex.comm.clocks`), to be read after
     the step. ``wire`` sets the buckets' type on the wire (`prunex.comm.wire`; default fp32, the paper's).
 
     Bucket by bucket. Sequential (``pipeline`` False): fill, AllReduce, Broadcast, decompress, then

@@ -7,10 +7,10 @@ Run (on a mini cluster, ``eval "$(python -m prunex.minicluster env)"`` first, or
         [--out results/bench/collectives.parquet]
 
 The sweep runs as one job of ``nodes x procs_per_node`` tasks submitted through the launcher's own path
-(:func:`prunex.launch.make_executor`: submitit's SlurmExecutor, or the LocalExecutor with ``--executor local``
+(:func:`prunex.cluster.launch.make_executor`: submitit's SlurmExecutor, or the LocalExecutor with ``--executor local``
 where nodes are emulated on one machine and inter-node collectives are delayed by the ``alpha-beta`` link
 model of :class:`prunex.comm.collectives.AlphaBetaLink`).  Every task builds the job's intra, inter and flat
-groups exactly as training does (:func:`prunex.topology.build_groups`) and times every collective with the
+groups exactly as training does (:func:`prunex.training.topology.build_groups`) and times every collective with the
 :class:`prunex.comm.Comm` layer, i.e. the seconds a training run would log in ``comm.parquet``.
 
 Method, per level, op and message size n (bytes per member, float32 tensors; sizes ``A..B`` are the powers of
@@ -81,9 +81,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from prunex.commcost import FIT_WEIGHTINGS
+from prunex.cluster.regime import usable_cores
+from prunex.comm.cost import FIT_WEIGHTINGS
 from prunex.perfmodel.calibrate import CalibrationError, bytes_factor, fit_row, fit_table
-from prunex.regime import usable_cores
 
 LEVELS = ("intra", "inter", "flat")
 OPS = ("allreduce", "broadcast")
@@ -236,7 +236,7 @@ def _resolves(host: str | None) -> bool:
 
 
 class BenchJob:
-    """What every task of the benchmark job runs (picklable; submitted like :class:`prunex.launch.TrainJob`)."""
+    """What every task of the benchmark job runs (picklable; submitted like :class:`prunex.cluster.launch.TrainJob`)."""
 
     def __init__(self, spec: dict[str, Any]) -> None:
         self.spec = dict(spec)
@@ -253,10 +253,10 @@ class BenchJob:
         import torch.distributed as dist
 
         from prunex.comm import Comm
-        from prunex.config import LinkConfig
-        from prunex.device import device_for
         from prunex.minicluster.wire import LINK_MODEL, link_model_active
-        from prunex.topology import build_groups, discover, init_distributed
+        from prunex.training.config import LinkConfig
+        from prunex.training.device import device_for
+        from prunex.training.topology import build_groups, discover, init_distributed
 
         topo = discover(s["nodes"], s["procs_per_node"])
         device = device_for("auto", topo)
@@ -376,8 +376,8 @@ def run(
     echo: bool = True,
 ):
     """Submit the sweep as one job and return the measurement table (a pandas DataFrame)."""
-    from prunex.config import ConfigError, LinkConfig, RunConfig
-    from prunex.launch import SlurmOptions, make_executor
+    from prunex.cluster.launch import SlurmOptions, make_executor
+    from prunex.training.config import ConfigError, LinkConfig, RunConfig
 
     if executor == "auto":
         executor = "slurm" if _slurm_answers() else "local"
@@ -558,7 +558,7 @@ def main(argv: list[str] | None = None) -> int:
     except (BenchError, CalibrationError, OSError) as e:
         print(f"prunex.bench.collectives: {e}", file=sys.stderr)
         return 2
-    from prunex.log import write_parquet
+    from prunex.training.log import write_parquet
 
     write_parquet(out, meas)
     write_parquet(fit_path(out), fit)

@@ -12,7 +12,7 @@ Run::
 Rows: DDP's step (one flat AllReduce of the fp32 gradients in its buckets), PruneX as in the paper
 (leaders' AllReduce of the fp32 compact buckets), then each option (``--wire-dtype bf16``,
 ``--inter-exchange sharded``, pipelined buckets) and all of them. Columns: bytes each node's link
-carries (`prunex.commcost.ring_bytes`, job total / M) and the modelled seconds on the inter-node link
+carries (`prunex.comm.cost.ring_bytes`, job total / M) and the modelled seconds on the inter-node link
 (`prunex.perfmodel.formulas.time_of` of every collective whose group crosses nodes), each as a ratio
 to DDP's step (DDP / option: how many times less). Steady state: mask frozen, no mask sync.
 
@@ -20,13 +20,13 @@ Honesty: modelled, not measured. The model prices link time only, so pipelining 
 compress/decompress behind the transfers, it does not shorten them) shows no change here.
 
 ``--measure`` runs the same rows for real: 2 x 2 processes, ResNet-20 on digits, short H-SADMM runs
-(mask frozen after the first outer iteration) and a DDP run, each a real `prunex.launch` run, read
+(mask frozen after the first outer iteration) and a DDP run, each a real `prunex.cluster.launch` run, read
 per synchronisation (a DDP step, an H-SADMM outer iteration; iterations 1.. after warm-up):
 
 - ``--executor slurm`` (on the mini Slurm cluster, ``eval "$(python -m prunex.minicluster env)"``
   first): the links are the cluster's tc-shaped veths. Bytes are node 0's kernel counters
   (``wire.parquet``: what its interface transmitted during the iteration, headers and the small
-  control messages included); seconds are the wait-free inter-node time (`prunex.commtime`: per
+  control messages included); seconds are the wait-free inter-node time (`prunex.comm.waitfree`: per
   collective call the last-arriving member's seconds, concurrent groups' slowest, summed over the
   calls whose group crosses nodes; waiting for stragglers is left out). DDP's buckets cross the
   same shaped link, so every row's seconds compare.
@@ -49,7 +49,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import replace
 
-from prunex.commcost import crosses, ring_bytes
+from prunex.comm.cost import crosses, ring_bytes
 from prunex.perfmodel.calibrate import load_cluster
 from prunex.perfmodel.formulas import time_of
 from prunex.perfmodel.workload import Options, Workload, ddp_workload, hsadmm_workload, kept_from_keep, model_spec
@@ -100,9 +100,9 @@ def measure(args: argparse.Namespace, results: str) -> list[tuple[str, float, fl
     """(name, node 0's inter-node bytes, inter-node seconds) per synchronisation, measured (docstring)."""
     import pandas as pd
 
-    from prunex.commtime import per_call
-    from prunex.config import ADMMConfig, LinkConfig, RunConfig
-    from prunex.launch import launch
+    from prunex.cluster.launch import launch
+    from prunex.comm.waitfree import per_call
+    from prunex.training.config import ADMMConfig, LinkConfig, RunConfig
 
     if args.executor == "slurm":
         link = LinkConfig()  # the mini cluster's tc shapes the links

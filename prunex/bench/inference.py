@@ -5,7 +5,7 @@
     python -m prunex.bench.inference --model resnet152 --filter-keep 0.5 --channel-keep 0.5 --out DIR
 
 With RUN_DIR: the dense model is the run's `final_model.pt` at full size (zeros are not skipped by
-dense kernels), the compact model is its export (`prunex.export` runs first when
+dense kernels), the compact model is its export (`prunex.pruning.export` runs first when
 `model_compact.pt2` is missing; the saved program is checked to compute the same logits). With
 `--model`: a freshly initialised model with random masks of the given keep rates
 (`random_masked_model`, the masks the export tests use) and its compact export, for
@@ -43,8 +43,9 @@ import pandas as pd
 import torch
 from torch import nn
 
-from prunex.exits import one_line
-from prunex.export import (
+from prunex.cluster.exits import one_line
+from prunex.cluster.regime import usable_cores
+from prunex.pruning.export import (
     COMPACT_FILE,
     EXPORT_JSON,
     INPUT_SHAPE,
@@ -57,17 +58,16 @@ from prunex.export import (
     load_run_model,
     max_relative_error,
 )
-from prunex.log import INFERENCE_COLUMNS, hardware_name
-from prunex.regime import usable_cores
+from prunex.training.log import INFERENCE_COLUMNS, hardware_name
 
 BATCHES = (1, 128)
 BUDGET_S = 5.0  # seconds of timed repeats per model and batch size
 INFERENCE_FILE = "inference.parquet"
-COLUMNS = INFERENCE_COLUMNS  # prunex.log: analysis reads the table without torch
+COLUMNS = INFERENCE_COLUMNS  # prunex.training.log: analysis reads the table without torch
 
 
 def hardware(device: torch.device) -> str:
-    """The GPU's name, or the CPU model (`prunex.log.hardware_name`)."""
+    """The GPU's name, or the CPU model (`prunex.training.log.hardware_name`)."""
     return torch.cuda.get_device_name(device) if device.type == "cuda" else hardware_name("cpu")
 
 
@@ -203,8 +203,8 @@ def bench_run(
     require_done: bool = True,
 ) -> pd.DataFrame:
     """Dense vs exported model of a finished run; writes `RUN_DIR/inference.parquet`. `require_done`: as
-    `prunex.export.load_run_model` (the trainer benches before it marks the run done)."""
-    from prunex.log import write_parquet
+    `prunex.pruning.export.load_run_model` (the trainer benches before it marks the run done)."""
+    from prunex.training.log import write_parquet
 
     run_dir = Path(run_dir)
     devices = devices_for(device)
@@ -232,7 +232,7 @@ def bench_run(
 
 def random_masked_model(arch: str, *, filter_keep: float, channel_keep: float, seed: int = 0) -> nn.Module:
     """A fresh `arch` (eval mode) masked by `mask_randomly_`."""
-    from prunex.models import build_model
+    from prunex.training.models import build_model
 
     torch.manual_seed(seed)
     return mask_randomly_(build_model(arch).eval(), filter_keep=filter_keep, channel_keep=channel_keep, seed=seed)
@@ -282,7 +282,7 @@ def bench_random(
     warmup: int = 2,
 ) -> pd.DataFrame:
     """Dense vs compact `arch` with random masks; writes `OUT/inference.parquet`."""
-    from prunex.log import write_parquet
+    from prunex.training.log import write_parquet
 
     dense = random_masked_model(arch, filter_keep=filter_keep, channel_keep=channel_keep)
     small, _ = compact(dense)
@@ -352,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads or usable_cores())
     try:
         if args.model is not None:
-            from prunex.models import MODELS
+            from prunex.training.models import MODELS
 
             if args.model not in MODELS:
                 return fail(f"unknown model {args.model!r}; known: {', '.join(sorted(MODELS))}")

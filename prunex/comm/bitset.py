@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from prunex.commcost import packed_bytes
+from prunex.comm.cost import packed_bytes
 
 __all__ = ["pack_bits", "packed_bytes", "unpack_bits"]
 

@@ -5,7 +5,7 @@ than a bucket gets a bucket of its own), and one collective runs per bucket, amo
 per-call latency over large messages. A `Bucketer` keeps its buffers while the list of tensor
 sizes stays the same: after mask freezing (sec. 4.5) the compact sizes no longer change, so the
 buffers are allocated once and reused ("one-shot buffer allocation"). The layout is
-`prunex.commcost.plan_buckets`, which the performance model prices.
+`prunex.comm.cost.plan_buckets`, which the performance model prices.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import torch
 
 from prunex.comm.collectives import Comm
-from prunex.commcost import Slot, plan_buckets
+from prunex.comm.cost import Slot, plan_buckets
 
 
 class Bucketer:

@@ -6,7 +6,7 @@ inter- and intra-node links (`prunex.comm.volume`). Methods never call `torch.di
 collectives directly, so the volume accounting is complete; DDP's own collectives are recorded by
 its communication hook through `record_future`.
 
-Seconds come from the device's clock (`prunex.timing`): `perf_counter` around the call on the CPU,
+Seconds come from the device's clock (`prunex.comm.clocks`): `perf_counter` around the call on the CPU,
 CUDA events on the current stream on a GPU, read when the trainer drains the records after the
 iteration (`drain`), so timing never synchronises the GPU inside a step.
 
@@ -25,13 +25,13 @@ from dataclasses import dataclass, fields
 import torch
 import torch.distributed as dist
 
-from prunex import commcost
+from prunex.comm import cost as commcost
 from prunex.comm.bitset import pack_bits, unpack_bits
+from prunex.comm.clocks import Span, exclusive_seconds, timer_for
+from prunex.comm.cost import Link
 from prunex.comm.volume import group_members, wire_bytes
-from prunex.commcost import Link
-from prunex.config import ConfigError, LinkConfig
-from prunex.timing import Span, exclusive_seconds, timer_for
-from prunex.topology import Groups, Topology
+from prunex.training.config import ConfigError, LinkConfig
+from prunex.training.topology import Groups, Topology
 
 
 @dataclass
@@ -52,7 +52,7 @@ class AlphaBetaLink:
 
     After a collective whose group crosses node boundaries, every member waits the collective's time
     on a link of latency alpha and bandwidth beta (Hockney's model on the ring,
-    `prunex.commcost.collective_time`, chain broadcast): ``ring_steps * alpha + bandwidth_bytes / beta``.
+    `prunex.comm.cost.collective_time`, chain broadcast): ``ring_steps * alpha + bandwidth_bytes / beta``.
     Intra-node collectives are not delayed. The performance model prices emulated runs with the same
     function.
     """
@@ -72,7 +72,7 @@ class Comm:
     Args:
         topo: this rank's topology.
         groups: its process groups.
-        device: where its tensors live; its clock times the collectives (`prunex.timing`).
+        device: where its tensors live; its clock times the collectives (`prunex.comm.clocks`).
         link: link model; `alpha-beta` adds modelled delays to inter-node collectives (CPU only).
     """
 
@@ -140,7 +140,7 @@ class Comm:
     def drain(self) -> list[dict]:
         """Hand over (and forget) the records made so far, as dicts, their seconds read (on CUDA this
         waits for the recorded events: call it after the iteration). ``exclusive_s``: the seconds each
-        call adds to the union of the drained calls' spans (`prunex.timing.exclusive_seconds`), so that
+        call adds to the union of the drained calls' spans (`prunex.comm.clocks.exclusive_seconds`), so that
         calls in flight together (pipelined buckets, DDP's buckets) are counted once when summed; a
         call recorded with plain seconds (no span) counts whole."""
         out, intervals = [], []
@@ -238,7 +238,7 @@ class Comm:
         2 (M-1)/M G for an AllReduce-MAX of one byte per flag: 16/M times fewer, so fewer below
         M = 16 nodes; with M - 1 messages on the critical path instead of 2 (M - 1), it is also the
         lower-latency choice at any M for these few-KB messages. Recorded as one ``mask_sync`` of the
-        packed payload (`prunex.commcost` prices it as an AllGather).
+        packed payload (`prunex.comm.cost` prices it as an AllGather).
         """
         if masks.dtype != torch.uint8:
             raise TypeError(f"mask_sync takes uint8 masks, got {masks.dtype}")

@@ -1,6 +1,6 @@
 """Estimated bytes each collective puts on intra-node and inter-node links, for one rank of a job.
 
-The model is the ring model of `prunex.commcost` (the one definition the performance model uses
+The model is the ring model of `prunex.comm.cost` (the one definition the performance model uses
 too): every collective is a ring over its group's members in rank order, a member sends
 2 (g-1)/g n (allreduce, mask_sync, barrier), (g-1) n (allgather) or n (broadcast, except the chain's
 last member) to its successor, and a send crosses a node boundary when the successor lives on
@@ -24,8 +24,8 @@ and the share of a node's ranks is what that node's network interface transmits.
 
 from __future__ import annotations
 
-from prunex import commcost
-from prunex.topology import Topology
+from prunex.comm import cost as commcost
+from prunex.training.topology import Topology
 
 
 def group_members(topo: Topology, level: str, rank: int | None = None) -> list[int]:

@@ -39,7 +39,7 @@ import torch
 
 from prunex.comm.bucket import Bucketer
 from prunex.comm.collectives import Comm
-from prunex.topology import Topology
+from prunex.training.topology import Topology
 
 __all__ = ["EXCHANGES", "WIRE_TORCH_DTYPES", "WireBuckets"]
 

@@ -1,7 +1,7 @@
 """The interface every training method implements, and the pieces they share.
 
 A method owns its model copies, optimizer and communication pattern; the trainer
-(`prunex.train`) owns the loop, evaluation, timing and logs. One *iteration* is what a method
+(`prunex.training.train`) owns the loop, evaluation, timing and logs. One *iteration* is what a method
 synchronises on: an optimizer step for the SGD methods (ddp, topk, pactrain), an outer ADMM
 iteration (E local epochs, then consensus) for hsadmm and flat_admm.
 """
@@ -18,11 +18,11 @@ from torch import nn
 from torch.utils.data import Dataset
 
 from prunex.comm import Comm
-from prunex.config import RunConfig
-from prunex.data import shard_loader
-from prunex.log import RunLog
-from prunex.models import floating_dtype
-from prunex.topology import Groups, Topology
+from prunex.training.config import RunConfig
+from prunex.training.data import shard_loader
+from prunex.training.log import RunLog
+from prunex.training.models import floating_dtype
+from prunex.training.topology import Groups, Topology
 
 
 @dataclass
@@ -81,7 +81,7 @@ class Method(ABC):
         return self.ctx.model
 
     def state_dict(self) -> dict[str, dict[str, Any]]:
-        """What resuming needs, by owner (`prunex.checkpoint` writes each part once):
+        """What resuming needs, by owner (`prunex.training.checkpoint` writes each part once):
 
         - `replicated`: identical on every rank (rank 0 writes it);
         - `node`: identical on the ranks of a node (the node's leader writes it);

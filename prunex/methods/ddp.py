@@ -73,7 +73,7 @@ class DDP(StepwiseMethod):
         loss.backward()  # DDP's bucketed AllReduce runs here, overlapped with the backward
         self.ctx.comm.current = None
         self.optimizer.step()
-        return loss.item()  # its finiteness: prunex.train.ranks_agree_on_failure
+        return loss.item()  # its finiteness: prunex.training.train.ranks_agree_on_failure
 
     def state_dict(self) -> dict[str, dict[str, Any]]:
         """Parameters and optimizer replicated (every rank applies the same AllReduced gradients);

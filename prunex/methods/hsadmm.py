@@ -94,7 +94,8 @@ class ADMMMethod(Method):
                 losses.append(loss.detach())
             self.epochs_done += 1
         total = sum(torch.stack(losses).tolist()) if losses else 0.0  # the per-step values, added in order
-        # its finiteness is checked by every rank together after the consensus (prunex.train.ranks_agree_on_failure)
+        # its finiteness is checked by every rank together after the consensus
+        # (prunex.training.train.ranks_agree_on_failure)
         return total / max(len(losses), 1)
 
     def masks_for_training(self) -> dict[str, torch.Tensor]:
@@ -154,7 +155,7 @@ class ADMMMethod(Method):
 
     def eval_model(self) -> nn.Module:
         """The masked consensus z, with the BatchNorm statistics averaged over all ranks (when the engine
-        averages them) or this rank's own (re-estimated for z before evaluation, `prunex.train`)."""
+        averages them) or this rank's own (re-estimated for z before evaluation, `prunex.training.train`)."""
         with torch.no_grad():
             params = dict(self.eval_copy.named_parameters())
             for n, z in self.engine.z.items():

@@ -44,7 +44,7 @@ The abstract leaves the design open; the choices made here:
 
 Overhead: the seconds spent packing and unpacking, and computing the mask on update iterations,
 are logged per step and rank in the ``overhead`` table (``pack_s``, ``unpack_s``, ``mask_s``),
-apart from communication, on the device's clock (`prunex.timing`: CUDA events on a GPU, read at
+apart from communication, on the device's clock (`prunex.comm.clocks`: CUDA events on a GPU, read at
 the end of the step).
 """
 
@@ -54,10 +54,10 @@ from typing import Any
 
 import torch
 
+from prunex.comm.clocks import Span
 from prunex.methods.base import Context, StepwiseMethod, load_model_state, model_state
-from prunex.models import floating_dtype
 from prunex.pruning.project import keep_count
-from prunex.timing import Span
+from prunex.training.models import floating_dtype
 
 
 def prune_schedule(density: float, prune_epochs: int, prune_every: int) -> dict[int, float]:
@@ -217,7 +217,7 @@ class PacTrain(StepwiseMethod):
             ],
         )
         self._mask_spans.clear()
-        return loss.item()  # its finiteness: prunex.train.ranks_agree_on_failure
+        return loss.item()  # its finiteness: prunex.training.train.ranks_agree_on_failure
 
     # -- resume -----------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, dict[str, Any]]:

@@ -4,7 +4,7 @@ A dense model trained by another run (`--init-from`, e.g. a `ddp` run of the sam
 into every rank's model by the trainer, as for every method) is pruned once, before the first step, by
 `prunex.pruning.oneshot.prune_to_flops`: L1 norms of the filters, the same fraction of every internal
 channel space, the largest fraction whose exported model has at most the target FLOPs: `--flops-from
-RUN`'s achieved fraction (its `export.json`, written by `prunex.export`), else `--flops-keep`. It is
+RUN`'s achieved fraction (its `export.json`, written by `prunex.pruning.export`), else `--flops-keep`. It is
 then fine-tuned with DDP exactly like the `ddp` method (same hook, same logs) for `--epochs` epochs,
 the mask enforced after every step (pruned weights back to zero), which trains exactly the physically
 pruned network: pruned channels are read by nobody, so they pass no gradient to the kept weights.
@@ -43,7 +43,7 @@ def flops_target(ctx: Context) -> float:
         return float(json.loads(path.read_text())["flops_fraction"])
     except (OSError, ValueError, KeyError) as e:
         raise RuntimeError(
-            f"prune_finetune: no achieved FLOPs in {path} ({type(e).__name__}); run `python -m prunex.export "
+            f"prune_finetune: no achieved FLOPs in {path} ({type(e).__name__}); run `python -m prunex.pruning.export "
             f"{path.parent}` or finish that run with --export first"
         ) from None
 
@@ -52,7 +52,7 @@ class PruneFinetune(DDP):
     name = "prune_finetune"
 
     def __init__(self, ctx: Context) -> None:
-        target = flops_target(ctx)  # ctx.model is --init-from's (prunex.train)
+        target = flops_target(ctx)  # ctx.model is --init-from's (prunex.training.train)
         self.masks, keep, achieved = prune_to_flops(ctx.model, target)
         apply_masks(ctx.model, self.masks)
         super().__init__(ctx)  # DDP wraps the pruned model

@@ -1,7 +1,7 @@
 """Every training method described once: its name, label, colour, what one of its iterations is, how
 the performance model prices it, and where its implementation lives.
 
-Plain data, torch-free, read by config validation (`prunex.config`), the trainer (:func:`method_class`
+Plain data, torch-free, read by config validation (`prunex.training.config`), the trainer (:func:`method_class`
 imports the implementation on first use), the performance model (`prunex.perfmodel.workload` looks
 up the workload builder named here) and the analysis (`analysis.style`: labels, colours, order).
 Adding a method is one entry here plus its module.
@@ -28,7 +28,7 @@ class MethodInfo:
         workload: what the performance model prices per iteration, a key of
             `prunex.perfmodel.workload.WORKLOADS`.
         summary: one line on what it communicates.
-        reads: the nested configurations of `prunex.config.RunConfig` (of `METHOD_SECTIONS`) the method
+        reads: the nested configurations of `prunex.training.config.RunConfig` (of `METHOD_SECTIONS`) the method
             reads; the others are not part of its run's identity, and their options are refused with it.
     """
 

@@ -28,7 +28,7 @@ in `ddp`; at ratio 1.0 the step equals DDP's. BatchNorm running statistics stay 
 
 Overhead: the seconds spent selecting (residual add, ``topk``, residual update, packing) and
 scattering (``index_add_``, unpacking) are measured apart from communication, on the device's
-clock (`prunex.timing`: CUDA events on a GPU, read at the end of the step), and logged per step
+clock (`prunex.comm.clocks`: CUDA events on a GPU, read at the end of the step), and logged per step
 and rank in the ``overhead`` table (``select_s``, ``scatter_s``).
 
 Switches of `TopKConfig` (off by default, to match the paper's plain Top-K baseline):
@@ -53,9 +53,9 @@ from typing import Any
 
 import torch
 
-from prunex.commcost import topk_count
+from prunex.comm.cost import topk_count
 from prunex.methods.base import Context, StepwiseMethod, load_model_state, model_state
-from prunex.models import floating_dtype
+from prunex.training.models import floating_dtype
 
 WARMUP_START_RATIO = 0.25  # DGC's first warm-up epoch keeps 25% of the entries
 
@@ -223,7 +223,7 @@ class TopK(StepwiseMethod):
                 }
             ],
         )
-        return loss.item()  # its finiteness: prunex.train.ranks_agree_on_failure
+        return loss.item()  # its finiteness: prunex.training.train.ranks_agree_on_failure
 
     # -- resume -----------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, dict[str, Any]]:

@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from prunex.jobs import pid_alive as _pid_alive  # a live, non-zombie process
+from prunex.cluster.jobs import pid_alive as _pid_alive  # a live, non-zombie process
 
 from .wire import LINK_MODEL
 

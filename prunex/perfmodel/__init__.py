@@ -10,7 +10,7 @@
 
 Pieces (each a small set of pure functions and dataclasses):
 
-- `prunex.commcost` (not part of this package: the one communication cost model that the
+- `prunex.comm.cost` (not part of this package: the one communication cost model that the
   instrumented collectives log with too): Hockney's alpha-beta model on ring collectives (Thakur,
   Rabenseifner & Gropp 2005; Patarasuk & Yuan 2009): AllReduce ``2(p-1) alpha + 2(p-1)/p n/beta``,
   AllGather ``(p-1) alpha + (p-1) n/beta``, Broadcast ``ceil(log2 p)(alpha + n/beta)`` (tree) or
@@ -60,7 +60,7 @@ the status and source are printed with each projection::
 
 from __future__ import annotations
 
-from prunex.commcost import collective_time, ring_bytes
+from prunex.comm.cost import collective_time, ring_bytes
 from prunex.perfmodel.calibrate import (
     CalibrationError,
     Cluster,

@@ -8,7 +8,6 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from prunex.config import DATASET_DEFAULTS, ADMMConfig, RunConfig, TopKConfig
 from prunex.perfmodel.calibrate import (
     COMPUTE_STATS,
     SWEEP_TIMES,
@@ -24,6 +23,7 @@ from prunex.perfmodel.iterations import CSV_NAME, format_iteration_table, valida
 from prunex.perfmodel.project import format_projection, gpu_series, plot_projection, project, with_overrides
 from prunex.perfmodel.validate import format_breakdown, format_table, plot_validation, validate, validate_by_op
 from prunex.perfmodel.workload import Options
+from prunex.training.config import DATASET_DEFAULTS, ADMMConfig, RunConfig, TopKConfig
 
 SWEEP_TIME_HELP = (
     "which time per sweep call the links are fitted on: the slowest member's (the sweep's own fit; default) or "
@@ -133,7 +133,7 @@ def _project(args: argparse.Namespace) -> int:
 
 
 def _loopback(args: argparse.Namespace) -> int:
-    from prunex.log import write_parquet
+    from prunex.training.log import write_parquet
 
     meas, fit = measure_loopback(procs=args.procs)
     out = Path(args.out)

@@ -1,8 +1,8 @@
 """Calibration: link parameters from timings, compute seconds per sample from runs, cluster files.
 
-- :func:`fit_link`: `prunex.commcost.fit_alpha_beta` (the one alpha-beta fit, which the collective
+- :func:`fit_link`: `prunex.comm.cost.fit_alpha_beta` (the one alpha-beta fit, which the collective
   sweep uses too) of ``t(n) = A + b(n) / beta`` over message sizes, with ``b(n)`` the bandwidth term
-  `prunex.commcost.bandwidth_bytes` and ``A`` the per-call latency, which is ``steps * alpha``
+  `prunex.comm.cost.bandwidth_bytes` and ``A`` the per-call latency, which is ``steps * alpha``
   (Hockney's model on the ring, `commcost.ring_steps`), so ``alpha = A / steps``. Weights ``1/t``
   (relative errors: the small sizes fix alpha, the large ones beta) by default; ``absolute`` and
   ``scaled`` (``1/sqrt(t)``, the collective sweep's default) too.
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prunex.commcost import FIT_WEIGHTINGS, bandwidth_bytes, fit_alpha_beta, ring_steps
+from prunex.comm.cost import FIT_WEIGHTINGS, bandwidth_bytes, fit_alpha_beta, ring_steps
 from prunex.methods.registry import method_info
 from prunex.perfmodel.formulas import Link, Network
 
@@ -64,7 +64,7 @@ def fit_link(
 ) -> LinkFit:
     """Fit ``t(n) = steps(op, p) * alpha + bandwidth_bytes(op, n, p) / beta`` (Hockney 1994 on the
     ring of Thakur et al. 2005) to timings of one op on a group of ``members``, by
-    `prunex.commcost.fit_alpha_beta` (``alpha >= 0``; a negative intercept is refitted through the
+    `prunex.comm.cost.fit_alpha_beta` (``alpha >= 0``; a negative intercept is refitted through the
     origin). Returns the :class:`LinkFit` (alpha per ring step).
     """
     if weighting not in FIT_WEIGHTINGS:
@@ -110,12 +110,12 @@ SWEEP_FIT_COLUMNS = [
 
 def bytes_factor(op: str, members: int) -> float:
     """b(n)/n of the fitted model: what the busiest member of a ring of ``members`` sends, per payload byte
-    (`prunex.commcost.bandwidth_bytes` of the chain)."""
+    (`prunex.comm.cost.bandwidth_bytes` of the chain)."""
     return bandwidth_bytes(op, 1, members, "ring")
 
 
 def fit_row(x: Sequence[float], t: Sequence[float], weighting: str = "scaled") -> dict[str, float]:
-    """`prunex.commcost.fit_alpha_beta` of ``t = alpha + x / beta`` as a fit-table row: alpha_s (per call),
+    """`prunex.comm.cost.fit_alpha_beta` of ``t = alpha + x / beta`` as a fit-table row: alpha_s (per call),
     beta_bytes_per_s (inf when the data show no size dependence), r2 (in the fit's weighting), max_rel_err."""
     try:
         fit = fit_alpha_beta(x, t, weighting)

@@ -1,8 +1,8 @@
-"""Cost of one collective on a two-level cluster: the ring model of `prunex.commcost`, on links per level.
+"""Cost of one collective on a two-level cluster: the ring model of `prunex.comm.cost`, on links per level.
 
 The formulas themselves (ring steps, bytes per member, Hockney's ``alpha + m / beta`` per message,
 ``collective_time = ring_steps * alpha + bandwidth_bytes / beta``, job-wide bytes per level) are
-`prunex.commcost`'s, the module the instrumented collectives of `prunex.comm` log with; this module
+`prunex.comm.cost`'s, the module the instrumented collectives of `prunex.comm` log with; this module
 adds what a cluster needs on top:
 
 - allreduce, barrier (a 1-byte AllReduce): ``2 (p-1) alpha + 2 (p-1)/p * n / beta``, the
@@ -25,10 +25,10 @@ collective, hence one latency term ``steps * alpha``, per bucket.
 Emulated links (``Network.emulated``, the ``alpha-beta`` link model of
 `prunex.comm.collectives.AlphaBetaLink`): all ranks share one machine and the real collective runs
 over loopback; afterwards every member of a collective that crosses a node boundary sleeps
-`prunex.commcost.collective_time` of the collective on the modelled inter link (chain broadcast). So
+`prunex.comm.cost.collective_time` of the collective on the modelled inter link (chain broadcast). So
 a crossing collective costs the loopback ring on the intra link (``p`` members) *plus* that delay.
 
-Bytes: `prunex.commcost.ring_bytes` gives the job-wide inter- and intra-node bytes of one collective
+Bytes: `prunex.comm.cost.ring_bytes` gives the job-wide inter- and intra-node bytes of one collective
 (the sum over ranks of what each logs, i.e. steps.parquet's inter_bytes/intra_bytes).
 """
 
@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from prunex.commcost import (
+from prunex.comm.cost import (
     BROADCAST_ALGOS,
     LEVELS,
     OPS,

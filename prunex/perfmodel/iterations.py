@@ -10,7 +10,7 @@ iteration of E local epochs of hsadmm/flat_admm; `prunex.methods.base`) is predi
 - ``compute = c x samples``: ``samples`` the training samples one rank processes per iteration
   (`workload.Workload.samples`: the batch, or E x the rank's shard), ``c`` the compute seconds per
   training sample, `calibrate.compute_per_sample` of a run (steps.parquet ``compute_s``, which
-  `prunex.train` logs as ``iter_s - comm_s`` per rank; by default the median over iterations, since
+  `prunex.training.train` logs as ``iter_s - comm_s`` per rank; by default the median over iterations, since
   the target is a median too), taken from the first of:
 
   1. the runs named in ``compute_runs`` of the same method and model (the median of their ``c``);

@@ -38,10 +38,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from prunex.commcost import collective_time, crosses, group_size
-from prunex.commtime import last_arriver_comm
-from prunex.config import RunConfig
-from prunex.log import COMM_COLUMNS
+from prunex.comm.cost import collective_time, crosses, group_size
+from prunex.comm.waitfree import last_arriver_comm
 from prunex.perfmodel.calibrate import CalibrationError, compute_per_sample, network_from_fit, shard_of
 from prunex.perfmodel.formulas import Link, Network
 from prunex.perfmodel.workload import (
@@ -55,6 +53,8 @@ from prunex.perfmodel.workload import (
     method_workload,
     model_spec,
 )
+from prunex.training.config import RunConfig
+from prunex.training.log import COMM_COLUMNS
 
 # Assumed loopback level (gloo over 127.0.0.1 between the processes of one machine) when neither a sweep nor
 # --loopback-* is given: what `python -m prunex.perfmodel loopback --procs 4` measured on the 2-core development
@@ -139,7 +139,7 @@ class RunData:
 
     @property
     def link_model(self) -> str:
-        """What shaped the inter-node links, as the logs record it (`prunex.log.merge_parts`)."""
+        """What shaped the inter-node links, as the logs record it (`prunex.training.log.merge_parts`)."""
         if "link_model" in self.steps and len(self.steps):
             return str(self.steps["link_model"].iloc[0])
         return str(self.config.get("link", {}).get("model", "none"))

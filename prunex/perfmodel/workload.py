@@ -49,10 +49,10 @@ from functools import lru_cache
 from typing import Any
 
 from prunex.admm.residuals import FLAT_TABLE_COLUMNS, HSADMM_TABLE_COLUMNS
-from prunex.commcost import bucket_bytes, ddp_bucket_sizes, keep_count, packed_bytes, ring_bytes, topk_count
-from prunex.config import DATASET_DEFAULTS, ADMMConfig, DDPConfig, PacTrainConfig, RunConfig, TopKConfig
+from prunex.comm.cost import bucket_bytes, ddp_bucket_sizes, keep_count, packed_bytes, ring_bytes, topk_count
 from prunex.methods.registry import method_info
 from prunex.perfmodel.formulas import Collective, Network, time_of
+from prunex.training.config import DATASET_DEFAULTS, ADMMConfig, DDPConfig, PacTrainConfig, RunConfig, TopKConfig
 
 COMM_COLUMNS = (
     "intra_allreduce_s",
@@ -114,11 +114,11 @@ class ModelSpec:
 
 @lru_cache(maxsize=16)
 def model_spec(name: str) -> ModelSpec:
-    """The :class:`ModelSpec` of ``prunex.models.build_model(name)``."""
+    """The :class:`ModelSpec` of ``prunex.training.models.build_model(name)``."""
     import torch
     from torch import nn
 
-    from prunex.models import build_model
+    from prunex.training.models import build_model
 
     with torch.device("meta"):  # shapes only: no memory, no random initialisation (seconds for ResNet-152)
         model = build_model(name)

@@ -30,7 +30,7 @@ than exported wrongly.
 
 Example::
 
-    PYTHONPATH=. python -c "from prunex.models import build_model; from prunex.pruning.channels import \\
+    PYTHONPATH=. python -c "from prunex.training.models import build_model; from prunex.pruning.channels import \\
         trace_channels; print(*trace_channels(build_model('resnet20')).spaces[:3], sep='\\n')"
 """
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from prunex.commcost import check_keep
+from prunex.comm.cost import check_keep
 
 __all__ = ["LayerSparsity", "conv_sparsity", "constrained_layers"]
 

@@ -7,14 +7,14 @@ channels of a shortcut stream are tied across every block of a stage. In every i
 same fraction `keep` of channels survives (`keep_count`, at least one), those whose producing
 filter has the largest L1 norm (ties: the lower index). A pruned channel becomes a mask that zeroes
 its filter and every reader's input slice, so the masked network is exactly the physically pruned
-one (`prunex.export` removes precisely these channels) and can be fine-tuned as a masked dense
+one (`prunex.pruning.export` removes precisely these channels) and can be fine-tuned as a masked dense
 network with every method's machinery.
 
 `prune_to_flops` picks the largest uniform `keep` whose exported model has at most the target
 fraction of the dense FLOPs (binary search over the keep rates that change a channel count), so
 the baseline is never given more compute than the model it is compared with.
 
-    PYTHONPATH=. python -c "from prunex.models import build_model; from prunex.pruning.oneshot import \\
+    PYTHONPATH=. python -c "from prunex.training.models import build_model; from prunex.pruning.oneshot import \\
         prune_to_flops; print(prune_to_flops(build_model('resnet20'), 0.5)[1:])"
 """
 
@@ -77,7 +77,7 @@ def apply_masks(model: nn.Module, masks: dict[str, Tensor]) -> None:
 
 def _flops(model: nn.Module, masks: dict[str, Tensor]) -> int:
     """FLOPs of the exported model of `model` with `masks` applied."""
-    from prunex.export import compact, count_flops  # export uses this package: import at call time
+    from prunex.pruning.export import compact, count_flops  # export uses this package: import at call time
 
     trial = copy.deepcopy(model)
     apply_masks(trial, masks)
@@ -98,7 +98,7 @@ def prune_to_flops(model: nn.Module, flops_fraction: float) -> tuple[dict[str, T
         (masks, keep, achieved FLOPs fraction). When even one channel per internal space exceeds
         the target, the smallest such model is returned and its fraction says by how much.
     """
-    from prunex.export import count_flops
+    from prunex.pruning.export import count_flops
 
     if not 0 < flops_fraction <= 1:
         raise ValueError(f"flops_fraction must be in (0, 1], got {flops_fraction}")

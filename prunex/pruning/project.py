@@ -35,7 +35,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from prunex.commcost import check_keep, keep_count
+from prunex.comm.cost import check_keep, keep_count
 
 __all__ = ["keep_count", "filter_mask", "channel_mask", "shape_mask", "support_mask", "masked", "project"]
 

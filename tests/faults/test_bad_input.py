@@ -21,8 +21,8 @@ import pytest
 from fixtures.logs import write_run
 
 from analysis import all as analysis_all
-from prunex import train
 from prunex.run import main as run_main
+from prunex.training import train
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,7 +62,7 @@ def test_read_only_results_directory(data_root: Path, tmp_path: Path, fault_repo
         ro.chmod(0o555)
         if os.access(ro, os.W_OK):
             pytest.skip("cannot make a read-only directory here (root without unshare)")
-    # the driver's results lock (prunex/lock.py) raised an OSError here; prunex.run's own path (preflight's
+    # the driver's results lock (prunex/cluster/lock.py) raised an OSError here; prunex.run's own path (preflight's
     # mkdir) is tests/test_config.py's unwritable-results test
     for what, cmd in (
         (
@@ -80,7 +80,7 @@ def test_read_only_results_directory(data_root: Path, tmp_path: Path, fault_repo
 
 
 def test_truncated_digits_cache_is_made_again(tmp_path: Path, capsys, fault_report) -> None:
-    from prunex.data import DIGITS_DIR, load_dataset, make_digits
+    from prunex.training.data import DIGITS_DIR, load_dataset, make_digits
 
     root = tmp_path / "data"
     make_digits(root)
@@ -107,7 +107,7 @@ def test_garbage_cifar10_batch(tmp_path: Path, capsys, fault_report) -> None:
     argv = [*DDP, "--dataset", "cifar10", "--data-root", str(tmp_path / "data"), "--results", str(results)]
     rc, line, elapsed = _main(run_main, argv, capsys)
     assert rc == 2 and str(folder) in line and "data_batch_1" in line, line
-    assert f"python -m prunex.data download --root {tmp_path / 'data'}" in line and not results.exists()
+    assert f"python -m prunex.training.data download --root {tmp_path / 'data'}" in line and not results.exists()
     fault_report("CIFAR-10 batch files of garbage", elapsed, line, "nothing")
 
 
@@ -124,7 +124,7 @@ def test_missing_dataset_creates_nothing(tmp_path: Path, capsys, fault_report) -
     results = tmp_path / "r"
     argv = [*DDP, "--dataset", "cifar10", "--data-root", str(tmp_path / "none"), "--results", str(results)]
     rc, line, elapsed = _main(run_main, argv, capsys)
-    assert rc == 2 and "python -m prunex.data download --root" in line
+    assert rc == 2 and "python -m prunex.training.data download --root" in line
     assert not results.exists()  # not even an empty adhoc/<name>/
     fault_report("missing CIFAR-10", elapsed, line, "nothing (no empty run directory)")
 
@@ -143,7 +143,7 @@ def test_config_json_of_the_wrong_type(tmp_path: Path, capsys, fault_report) -> 
     # the same file handed to the torchrun entry point
     rc, line, elapsed = _main(train.main, [str(run / "config.json"), str(tmp_path / "x")], capsys)
     assert rc == 2 and str(run / "config.json") in line and "field nodes must be int" in line, line
-    fault_report("config.json with a wrong type (torchrun -m prunex.train)", elapsed, line, "nothing")
+    fault_report("config.json with a wrong type (torchrun -m prunex.training.train)", elapsed, line, "nothing")
 
 
 def test_missing_or_empty_results_for_the_figures(tmp_path: Path, capsys, fault_report) -> None:

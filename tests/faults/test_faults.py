@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from prunex.log import merge_parts, read_parquet, write_atomic
+from prunex.training.log import merge_parts, read_parquet, write_atomic
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -98,8 +98,8 @@ def test_rank_failing_at_rendezvous_ends_the_job_after_the_grace(
     `FAILED_RANK_GRACE_S`."""
     import socket
 
-    from prunex import jobs, launch
-    from prunex.config import RunConfig
+    from prunex.cluster import jobs, launch
+    from prunex.training.config import RunConfig
 
     with socket.socket() as taken:
         taken.bind(("", 0))
@@ -203,7 +203,9 @@ def test_nan_stops_the_run_at_that_iteration_with_a_checkpoint_from_before(
     proc = subprocess.run(proc.args, cwd=ROOT, capture_output=True, text=True, timeout=300)
     elapsed = time.monotonic() - t0
     last = [ln for ln in proc.stderr.splitlines() if ln.strip()][-1]
-    assert proc.returncode == 1 and ": rank 1: prunex.checkpoint.CheckpointCorrupt: " in last, proc.stderr[-3000:]
+    assert proc.returncode == 1 and ": rank 1: prunex.training.checkpoint.CheckpointCorrupt: " in last, proc.stderr[
+        -3000:
+    ]
     named = str(victim.resolve().relative_to(tmp_path.resolve()))  # the run directory the link points to
     assert named.endswith("checkpoints/it0000000/rank00001.pt") and named in last, last
     assert "SHA-256" in last and "run the same command again" in last, last
@@ -213,7 +215,7 @@ def test_nan_stops_the_run_at_that_iteration_with_a_checkpoint_from_before(
 _KILL_BEFORE_RENAME = """
 import os, signal, sys
 sys.path.insert(0, {root!r})
-import prunex.log as log
+import prunex.training.log as log
 real_replace = os.replace
 def dying_replace(src, dst):
     os.kill(os.getpid(), signal.SIGKILL)  # the writer dies between write+fsync and rename
@@ -250,7 +252,7 @@ def test_second_suite_on_a_locked_results_dir_exits(tmp_path: Path, fault_report
         [
             sys.executable,
             "-c",
-            f"import sys, time; sys.path.insert(0, {str(ROOT)!r}); from prunex.lock import "
+            f"import sys, time; sys.path.insert(0, {str(ROOT)!r}); from prunex.cluster.lock import "
             f"results_lock\nwith results_lock({str(tmp_path)!r}):\n    print('held', flush=True); time.sleep(60)",
         ],
         stdout=subprocess.PIPE,
@@ -282,7 +284,7 @@ def test_second_suite_on_a_locked_results_dir_exits(tmp_path: Path, fault_report
         holder.kill()
         holder.wait()
     # the dead holder's lock is stale now: a new run takes it over
-    from prunex.lock import results_lock
+    from prunex.cluster.lock import results_lock
 
     with results_lock(tmp_path):
         assert json.loads((tmp_path / ".prunex.lock").read_text())["pid"] == os.getpid()
@@ -303,9 +305,9 @@ def test_checkpoint_of_another_configuration_is_refused(tmp_path: Path, fault_re
 
     import torch
 
-    from prunex import checkpoint
-    from prunex.config import RunConfig
-    from prunex.topology import Topology
+    from prunex.training import checkpoint
+    from prunex.training.config import RunConfig
+    from prunex.training.topology import Topology
 
     cfg = RunConfig(method="hsadmm")
     topo = Topology(rank=0, world_size=1, nodes=1, procs_per_node=1)

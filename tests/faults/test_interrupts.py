@@ -2,7 +2,7 @@
 
 One run (hsadmm, 1 node x 2 processes, 64 images) is launched three times with `python -m
 prunex.run`: its launcher gets SIGINT, then SIGTERM, then SIGKILL, each while rank 0 holds at a
-known iteration (PRUNEX_FAULT_HOLD_AT, prunex.faults). After every signal no process of the job
+known iteration (PRUNEX_FAULT_HOLD_AT, prunex.training.faults). After every signal no process of the job
 survives (its process group is empty) within a bound, and the next launch resumes from the
 checkpoint. The run directory's job history shows one job at a time: each new job replaced the one
 before, submitted only after it had gone, and every iteration is logged once. That a re-run after
@@ -23,8 +23,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from prunex.jobs import group_members
-from prunex.lock import claim_run, job_history, release_claim
+from prunex.cluster.jobs import group_members
+from prunex.cluster.lock import claim_run, job_history, release_claim
 
 ROOT = Path(__file__).resolve().parents[2]
 GONE_BOUND_S = 60.0  # SIGTERM to the group, 10 s grace, then SIGKILL; generous: the machine may be shared

@@ -1,12 +1,12 @@
-"""The fault-injection seam (`prunex.faults`): read from the environment, inert unless asked."""
+"""The fault-injection seam (`prunex.training.faults`): read from the environment, inert unless asked."""
 
 from __future__ import annotations
 
 import torch
 
-from prunex.config import RunConfig
-from prunex.faults import Faults
-from prunex.topology import Topology
+from prunex.training.config import RunConfig
+from prunex.training.faults import Faults
+from prunex.training.topology import Topology
 
 
 def test_faults_come_from_the_environment_and_only_the_asked_rank_injects() -> None:

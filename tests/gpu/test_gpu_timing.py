@@ -5,7 +5,7 @@
 Each method trains ResNet-20 on 256 digits images for a few iterations through the ordinary
 launcher (debug executor: one process, `--device cuda`), then its logs must show, for every
 iteration: comm_s > 0 with a collective of the size the method is known to send, and
-comm_s + compute_s within 10% of iter_s (all three from CUDA events, `prunex.timing`).
+comm_s + compute_s within 10% of iter_s (all three from CUDA events, `prunex.comm.clocks`).
 """
 
 from pathlib import Path
@@ -15,11 +15,11 @@ import pytest
 import torch
 
 from prunex.admm.residuals import FLAT_TABLE_COLUMNS, HSADMM_TABLE_COLUMNS
-from prunex.config import ADMMConfig, RunConfig
-from prunex.launch import launch
+from prunex.cluster.launch import launch
 from prunex.methods.topk import topk_count
-from prunex.models import build_model
 from prunex.pruning.project import keep_count
+from prunex.training.config import ADMMConfig, RunConfig
+from prunex.training.models import build_model
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 METHODS = ("ddp", "topk", "pactrain", "flat_admm", "hsadmm")

@@ -8,7 +8,7 @@
   finished run, reattaches to the running one, deletes no file of it, submits nothing twice, and
   every run completes. Both experiments' runs went out together, as one job array.
 
-Runs hold at a known iteration with PRUNEX_FAULT_HOLD_* (prunex.faults) until the test releases
+Runs hold at a known iteration with PRUNEX_FAULT_HOLD_* (prunex.training.faults) until the test releases
 them. The file name sorts before test_minicluster.py, whose last test takes the session cluster down.
 """
 
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from prunex.jobs import SLURM_LIVE_STATES, slurm_states
-from prunex.lock import job_history
+from prunex.cluster.jobs import SLURM_LIVE_STATES, slurm_states
+from prunex.cluster.lock import job_history
 
 pytestmark = pytest.mark.minicluster
 ROOT = Path(__file__).resolve().parents[2]

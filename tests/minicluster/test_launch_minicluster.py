@@ -1,4 +1,4 @@
-"""The ordinary launcher (`prunex.launch.launch`, executor "slurm") on the session's 2-node mini cluster.
+"""The ordinary launcher (`prunex.cluster.launch.launch`, executor "slurm") on the session's 2-node mini cluster.
 
 - a ddp and an hsadmm run of 2 nodes x 2 processes, sent as one job array of one task at a time (the
   regime profile's `serial`), finish one after the other; the node leaders' kernel-counted bytes
@@ -26,9 +26,9 @@ import pandas as pd
 import pytest
 
 import prunex
-from prunex.config import ADMMConfig, RunConfig
-from prunex.launch import SlurmOptions, launch, preflight, run_dir_for, submit, wait_all
-from prunex.log import merge_parts
+from prunex.cluster.launch import SlurmOptions, launch, preflight, run_dir_for, submit, wait_all
+from prunex.training.config import ADMMConfig, RunConfig
+from prunex.training.log import merge_parts
 
 pytestmark = pytest.mark.minicluster
 

@@ -19,8 +19,8 @@ import pytest
 import torch
 
 import prunex
-from prunex.config import ADMMConfig, RunConfig
-from prunex.launch import SlurmOptions, launch, run_dir_for
+from prunex.cluster.launch import SlurmOptions, launch, run_dir_for
+from prunex.training.config import ADMMConfig, RunConfig
 
 pytestmark = pytest.mark.minicluster
 SRC = str(Path(prunex.__file__).resolve().parents[1])

@@ -1,6 +1,6 @@
 """A submitted training job seen from outside: is it alive, how to cancel it, how to get it back.
 
-A run directory records the job that trains it (`prunex.lock`); this module answers questions about
+A run directory records the job that trains it (`prunex.cluster.lock`); this module answers questions about
 such a job from any process, including a launcher started after the one that submitted it:
 
 - `slurm`: the job id (an array element is `ARRAYID_INDEX`). Alive while `squeue` lists it in a
@@ -11,7 +11,7 @@ such a job from any process, including a launcher started after the one that sub
   (`LocalGroupExecutor`): the controller's pid is the job id and the process group of the whole
   job (controller and ranks). Alive while a process of that group is (zombies aside); cancelled by
   signalling the group. The terminal's Ctrl-C reaches only the launcher, which decides what
-  happens (`prunex.interrupt`). A local job never outlives its launcher: the controller asks the
+  happens (`prunex.cluster.interrupt`). A local job never outlives its launcher: the controller asks the
   kernel for a signal when its parent (the launcher) dies and then kills its whole process group,
   and every training rank asks for SIGKILL when its own parent (the controller) dies
   (`die_with_parent`), so even `kill -9` of the launcher or of the controller ends the job.
@@ -179,7 +179,7 @@ def die_with_parent(expected_parent: int | None = None, sig: int = signal.SIGKIL
 
 # -- the local executor ----------------------------------------------------------------------------
 class LocalGroupExecutor(LocalExecutor):
-    """submitit's LocalExecutor whose controller runs `python -m prunex.jobs controller FOLDER`: a
+    """submitit's LocalExecutor whose controller runs `python -m prunex.cluster.jobs controller FOLDER`: a
     new session (process group = job id), dying with its launcher, then submitit's own Controller."""
 
     def _submit_command(self, command: str) -> LocalJob:
@@ -208,7 +208,7 @@ class LocalGroupExecutor(LocalExecutor):
             # port the kernel just handed out as free is far less likely to be taken
             MASTER_PORT=str(free_port()),
         )
-        cmd = [sys.executable, "-m", "prunex.jobs", "controller", str(self.folder)]
+        cmd = [sys.executable, "-m", "prunex.cluster.jobs", "controller", str(self.folder)]
         process = subprocess.Popen(cmd, env=env, start_new_session=True)
         return LocalJob(folder=self.folder, job_id=str(process.pid), process=process, tasks=list(range(ntasks)))
 
@@ -349,4 +349,7 @@ if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "controller":
         _controller_main(sys.argv[2])
     else:
-        sys.exit(f"usage: python -m prunex.jobs controller FOLDER (started by LocalGroupExecutor); got {sys.argv[1:]}")
+        sys.exit(
+            "usage: python -m prunex.cluster.jobs controller FOLDER (started by LocalGroupExecutor); "
+            f"got {sys.argv[1:]}"
+        )

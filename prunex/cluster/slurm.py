@@ -3,7 +3,7 @@ refusals that come before anything is submitted.
 
     python -m experiments.all --profile paper --site puhti --account project_2001234 --dry-run
 
-Precedence, lowest first: the site preset (`--site NAME` / `PRUNEX_SITE`, `prunex.sites`), the
+Precedence, lowest first: the site preset (`--site NAME` / `PRUNEX_SITE`, `prunex.cluster.sites`), the
 `PRUNEX_SLURM_*` environment variables (`PARTITION`, `ACCOUNT`, `TIME_MIN`, `GPUS_PER_NODE`,
 `GRES`, `CPUS_PER_TASK`, `MEM`), the command-line options (`add_cluster_options`, shared by
 `prunex.run` and every `experiments.*` module). `--sbatch KEY=VALUE` (repeatable; `--sbatch KEY`
@@ -14,8 +14,8 @@ task unless it runs on the CPU (`--gres`, else `--gpus-per-node`, else the site'
 else `--gpus-per-node=P`);
 the site's partition, CPUs per task and memory (its per-GPU memory x P); the site's setup lines and
 environment in the job script; and a time limit: `--time-min`, else the performance model's
-estimate of the run on the site's cluster file with the site's margin (`prunex.estimate`,
-`prunex.sites.TimeLimitPolicy`), else 60 minutes.
+estimate of the run on the site's cluster file with the site's margin (`prunex.cluster.estimate`,
+`prunex.cluster.sites.TimeLimitPolicy`), else 60 minutes.
 
 Refusals (`check_submission`, one line each, `ConfigError`): no `--account` on a real Slurm (the
 mini cluster is not one: `PRUNEX_MINICLUSTER_DIR` says so); a Python or torch outside the supported
@@ -36,10 +36,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from prunex.compat import UnsupportedEnvironment, check_cuda_arch, check_this_torch
-from prunex.config import DEVICE_NAMES, ConfigError, RunConfig
-from prunex.estimate import EstimateError, RunEstimate, estimate_run
-from prunex.sites import Site, load_site
+from prunex.cluster.compat import UnsupportedEnvironment, check_cuda_arch, check_this_torch
+from prunex.cluster.estimate import EstimateError, RunEstimate, estimate_run
+from prunex.cluster.sites import Site, load_site
+from prunex.training.config import DEVICE_NAMES, ConfigError, RunConfig
 
 DEFAULT_TIME_MIN = 60  # without --time-min and without a site's cluster file to estimate from
 _SBATCH_KEY = re.compile(r"^[a-z][a-z0-9_-]*$")
@@ -208,7 +208,7 @@ def executor_parameters(
 def check_submission(config: RunConfig, slurm: SlurmOptions | None = None) -> None:
     """Refuse, in one line, a Slurm run that cannot work, before anything is submitted (module docstring)."""
     if config.executor != "slurm":
-        return  # local and debug runs: every rank checks at start (prunex.device)
+        return  # local and debug runs: every rank checks at start (prunex.training.device)
     slurm = slurm or SlurmOptions()
     mini = on_minicluster()
     if not mini and not slurm.account:

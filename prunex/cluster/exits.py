@@ -2,7 +2,7 @@
 
     python -m prunex.run --method nope   # error: unknown method 'nope'; known: ... (exit code 2)
 
-`refuse` is the one place that turns an exception into that line: an interrupt (`prunex.interrupt`)
+`refuse` is the one place that turns an exception into that line: an interrupt (`prunex.cluster.interrupt`)
 says how to resume and carries its own code (130 after SIGINT, 143 after SIGTERM); anything else is
 `error: <message>` with the code its command gives that kind of exception (2: bad input, 3: a run or
 results directory another job holds, 1: a failure).
@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 
-from prunex.interrupt import Interrupted
+from prunex.cluster.interrupt import Interrupted
 
 
 def one_line(text: object) -> str:

@@ -15,7 +15,7 @@ the node's; theta, u, momentum, Top-K's error-feedback residuals, BatchNorm stat
 states are each rank's. At 16 x 4 this writes one copy of the replicated state instead of 64
 (`python -m benchmarks.checkpoints` prints the bytes per method).
 
-When (`prunex.train`): at an evaluation point, once a rank's clock says `checkpoint_every_min`
+When (`prunex.training.train`): at an evaluation point, once a rank's clock says `checkpoint_every_min`
 minutes have passed since the last set (0: at every evaluation point, for tests), or once a rank
 has received submitit's preemption or time-limit signal (`Preemption`). The ranks agree through the
 evaluation's AllReduce, so all of them save or none. Saving is outside the timed region: each
@@ -51,9 +51,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from prunex.config import OPERATIONAL, WHO_ASKED, RunConfig
-from prunex.log import write_atomic, write_json
-from prunex.topology import Topology
+from prunex.training.config import OPERATIONAL, WHO_ASKED, RunConfig
+from prunex.training.log import write_atomic, write_json
+from prunex.training.topology import Topology
 
 ROLES = ("replicated", "node", "rank")
 MANIFEST = "COMPLETE"

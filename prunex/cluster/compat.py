@@ -4,7 +4,7 @@
 
 - **Python >= 3.10**: `zip(strict=True)` and `dataclass(kw_only=True)` are used throughout.
 - **torch >= 2.3, < 3, != 2.7.0.** The floor is set by `dist.init_process_group(device_id=...)`
-  (`prunex.topology.init_distributed`: eager NCCL communicators bound to this rank's GPU), which
+  (`prunex.training.topology.init_distributed`: eager NCCL communicators bound to this rank's GPU), which
   torch 2.3 introduced; every other torch API the code calls is older (`torch.load(weights_only=True)`
   1.13, DDP communication hooks and `bf16_compress_hook` 1.10-1.12, `dist.GradBucket.buffer()` 1.10,
   `torch.cuda.Event(enable_timing=True)` and `torch.cuda.get_arch_list()` 1.x). 2.7.0 is excluded: with

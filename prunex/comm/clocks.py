@@ -1,6 +1,6 @@
 """One clock per device for every time the logs hold: communication, compute, compression, iterations.
 
-    python -c "import torch; from prunex.timing import timer_for; t = timer_for(torch.device('cpu')); \\
+    python -c "import torch; from prunex.comm.clocks import timer_for; t = timer_for(torch.device('cpu')); \\
         s = t.start(); s.stop(); print(s.seconds)"
 
 `timer_for(device)` is the only choice of clock; everything that times work calls `timer.start()`

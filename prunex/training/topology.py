@@ -177,9 +177,9 @@ class Groups:
 
 
 def init_distributed(topo: Topology, device: torch.device, timeout_s: float, store: dist.Store | None = None) -> None:
-    """`init_process_group` on the job's rendezvous `store` (`prunex.device.place` made it and checked
+    """`init_process_group` on the job's rendezvous `store` (`prunex.training.device.place` made it and checked
     that every rank agrees on the device), or from the env:// variables (MASTER_ADDR/PORT set by the
-    launcher) when none is given. The device (`prunex.device`) is chosen before: CUDA when it is a GPU."""
+    launcher) when none is given. The device (`prunex.training.device`) is chosen before: CUDA when it is a GPU."""
     if dist.is_initialized():
         return
     if device.type == "cuda":

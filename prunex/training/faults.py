@@ -1,11 +1,11 @@
 """Fault injection for the tests: the one seam between the training loop and the test hooks.
 
-The loop (`prunex.train`) builds one `Faults` from the environment before its first iteration and
+The loop (`prunex.training.train`) builds one `Faults` from the environment before its first iteration and
 calls `Faults.before_iteration` at the start of each; with no ``PRUNEX_FAULT_*`` variable set that
 call does nothing. Used by tests/faults, tests/test_resume.py and the mini cluster's interrupt tests:
 
 - ``PRUNEX_FAULT_NAN_AT=K``: rank 0 fills one parameter of its training model with NaN at the start
-  of iteration K, so the divergence check (`prunex.train.ranks_agree_on_failure`) meets a NaN loss
+  of iteration K, so the divergence check (`prunex.training.train.ranks_agree_on_failure`) meets a NaN loss
   through the ordinary training path.
 - ``PRUNEX_FAULT_PREEMPT_AT=K``: the last rank sends itself submitit's preemption signal at the
   start of iteration K, as Slurm does before a time limit.
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from prunex.config import RunConfig
-from prunex.topology import Topology
+from prunex.training.config import RunConfig
+from prunex.training.topology import Topology
 
 
 @dataclass(frozen=True)

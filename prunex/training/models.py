@@ -9,7 +9,7 @@ the small model for CPU runs, built from torchvision's `BasicBlock`. torchvision
 1x1 convolution on the shortcut when the shape changes ("option B"), so it has 0.27M parameters
 (0.269M with the original parameter-free "option A").
 
-    python -c "from prunex.models import build_model; print(build_model('resnet20'))"
+    python -c "from prunex.training.models import build_model; print(build_model('resnet20'))"
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+=-]{0,127}$")
 
 DATASET_NAMES = ("cifar10", "digits", "fashion-mnist")
 EXECUTOR_NAMES = ("debug", "local", "slurm")
-DEVICE_NAMES = ("auto", "cuda", "cpu")  # prunex.device
+DEVICE_NAMES = ("auto", "cuda", "cpu")  # prunex.training.device
 LINK_MODELS = ("none", "alpha-beta", "netns-tc")
 MOMENTUM_POLICIES = ("carry", "reset")
 RHO_SCHEDULES = ("grow", "balance")  # ADMMConfig.rho_schedule
@@ -37,7 +37,7 @@ INTER_EXCHANGES = ("leader", "sharded")  # how the compact buckets cross nodes
 SHARED_RUNS_DIR = "runs"  # RESULTS/runs/<shared id>: every run, once; experiments link to it
 
 # Run identity. Two configs that differ only in these fields ask for the same training, so they share
-# one run directory (`prunex.launch.run_dir_for`): which experiment asked and what it calls the run,
+# one run directory (`prunex.cluster.launch.run_dir_for`): which experiment asked and what it calls the run,
 # where results go, and how the job is operated (checkpoint cadence, collective timeout, core binding,
 # the inference bench's large batch), none of which changes a trained weight (the bench's table records
 # the batch of each of its rows; bench_budget_s stays in the identity, as it did before bench_batch came).
@@ -300,7 +300,9 @@ class RunConfig:
     profile: str = "adhoc"  # the experiment profile that made the run (smoke, local, paper), for captions
     results: str = "results"
     executor: str = "local"
-    device: str = ""  # auto, cuda or cpu (prunex.device); "" = cuda on the slurm executor (required), else auto
+    device: str = (
+        ""  # auto, cuda or cpu (prunex.training.device); "" = cuda on the slurm executor (required), else auto
+    )
     eval_every: int = 1  # evaluate every this many epochs (SGD) or outer iterations (ADMM)
     bn_batches: int = 20  # BatchNorm statistics re-estimated on this many shard batches before each evaluation
     num_workers: int = 0  # DataLoader workers per process
@@ -309,7 +311,7 @@ class RunConfig:
     # wall-clock minutes between checkpoints, taken at the next evaluation point (0: at every one)
     checkpoint_every_min: float = 20.0
     # one core per process on this machine (rank r on core r mod cores, torch on one thread;
-    # prunex.regime.bind_to_core): for jobs whose nodes share one machine, such as the mini cluster's.
+    # prunex.cluster.regime.bind_to_core): for jobs whose nodes share one machine, such as the mini cluster's.
     # Changes timings, not the training: not part of a run's identity.
     bind_cores: bool = False
     export: bool = False  # after training, rank 0 exports the compact model and benches inference
@@ -332,7 +334,7 @@ class RunConfig:
                     object.__setattr__(self, key, value)
         if self.method not in METHOD_NAMES:
             raise ConfigError(f"unknown method {self.method!r}; known: {', '.join(METHOD_NAMES)}")
-        from prunex.models import MODELS  # local import: models pulls in torchvision
+        from prunex.training.models import MODELS  # local import: models pulls in torchvision
 
         if self.model not in MODELS:
             raise ConfigError(f"unknown model {self.model!r}; known: {', '.join(sorted(MODELS))}")

@@ -1,6 +1,6 @@
 """Site presets: what a cluster's Slurm wants for a GPU job, in one file per site.
 
-    python -c "from prunex.sites import load_site; print(load_site('puhti'))"
+    python -c "from prunex.cluster.sites import load_site; print(load_site('puhti'))"
 
 `--site NAME` (or `PRUNEX_SITE=NAME`) reads `clusters/sites/NAME.json` (or a path). Every key but
 `name` is optional::
@@ -25,7 +25,7 @@
       "notes": ["why each value"], "sources": ["https://..."]
     }
 
-Command-line options and `PRUNEX_SLURM_*` variables override a site's values (`prunex.slurm`).
+Command-line options and `PRUNEX_SLURM_*` variables override a site's values (`prunex.cluster.slurm`).
 A bad or unknown site is a `ConfigError` (one line).
 """
 
@@ -38,10 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prunex.compat import parse_capability
-from prunex.config import ConfigError
+from prunex.cluster.compat import parse_capability
+from prunex.training.config import ConfigError
 
-SITES_DIR = Path(__file__).resolve().parent.parent / "clusters" / "sites"
+SITES_DIR = Path(__file__).resolve().parents[2] / "clusters" / "sites"
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 

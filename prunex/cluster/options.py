@@ -1,4 +1,4 @@
-"""Command-line options generated from the configuration dataclasses' fields (`prunex.config`).
+"""Command-line options generated from the configuration dataclasses' fields (`prunex.training.config`).
 
     python -m prunex.run --help
 
@@ -6,7 +6,7 @@ Every field of `RunConfig` and of its nested configurations is one option, so a 
 dataclass is an option without further code, and a value is validated in one place, the dataclass:
 
 - `RunConfig`'s own fields: ``--field-name`` (``batch_size`` -> ``--batch-size``); ``device`` is
-  `prunex.slurm.add_cluster_options`' (shared with the experiments' command line).
+  `prunex.cluster.slurm.add_cluster_options`' (shared with the experiments' command line).
 - a nested configuration's fields, in an option group of their own, named by `SECTIONS`: ADMM,
   PacTrain, DDP and prune-then-finetune fields as they are (``--channel-keep``, ``--density``,
   ``--grad-dtype``, ``--init-from``), Top-K's with a ``topk-`` prefix (``--topk-ratio``), the
@@ -25,8 +25,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from prunex.config import RHO_SCHEDULES, ConfigError, RunConfig
 from prunex.methods.registry import METHOD_NAMES, readers
+from prunex.training.config import RHO_SCHEDULES, ConfigError, RunConfig
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ SECTIONS: dict[str, Section] = {
     "prune_finetune": Section(),
     "link": Section(renames={"model": "link_model", "alpha_s": "inter_latency_s", "bandwidth_gbit": "inter_bw_gbit"}),
 }
-SHARED = ("device",)  # RunConfig fields whose option another module defines (prunex.slurm)
+SHARED = ("device",)  # RunConfig fields whose option another module defines (prunex.cluster.slurm)
 
 # What a field's default does not say by itself (the option's help adds the field and its default).
 HELP = {
@@ -64,7 +64,8 @@ HELP = {
     "bn_batches": "BatchNorm re-estimation batches before evaluating (0: off)",
     "train_subset": "use only the first n training images",
     "checkpoint_every_min": "minutes between checkpoints, taken at the next evaluation point (0: at every one)",
-    "export": "after training: export the compact model and bench inference (prunex.export, prunex.bench.inference)",
+    "export": "after training: export the compact model and bench inference "
+    "(prunex.pruning.export, prunex.bench.inference)",
     "bench_batch": "--export: the inference bench's large batch (batch 1 is always measured)",
     "admm.layers": "fnmatch glob of the constrained parameter names",
     "admm.momentum_policy": "ADMM: SGD momentum across outer iterations, carry or reset",
@@ -115,7 +116,7 @@ def options() -> list[Option]:
     clashes = sorted({d for d in dests if dests.count(d) > 1})
     if clashes:  # a field added to a section under a name another section or RunConfig already uses
         raise RuntimeError(
-            f"configuration fields share option names: {', '.join(clashes)}; see prunex.options.SECTIONS"
+            f"configuration fields share option names: {', '.join(clashes)}; see prunex.cluster.options.SECTIONS"
         )
     return out
 

@@ -1,6 +1,6 @@
 """How long one run takes on a described cluster, its GPU-hours, and the Slurm time limit to ask for.
 
-    python -c "from experiments.common import profile, run; from prunex.estimate import estimate_run; \\
+    python -c "from experiments.common import profile, run; from prunex.cluster.estimate import estimate_run; \\
         print(estimate_run(run(profile('paper'), 'x', 'hsadmm', 'h'), 'puhti'))"
 
 `estimate_run(config, cluster)` is the one estimate every caller uses (`--dry-run`, the doctor,
@@ -13,13 +13,13 @@ each run's Slurm time limit, budgets). It prices the run with the performance mo
   dynamic in ``min(freeze_iteration, iterations) / iterations`` of them, plus ``retrain_epochs x``
   a frozen-mask iteration of one local epoch. An ADMM run that converges early stops sooner: the
   estimate is then an upper bound.
-- **evaluation**: every evaluation point (`prunex.train`, `prunex.evaluation`: each rank re-estimates
+- **evaluation**: every evaluation point (`prunex.training.train`, `prunex.training.evaluation`: each rank re-estimates
   BatchNorm on ``bn_batches`` batches of its shard and evaluates its 1/N slice of the test split)
   costs forward passes only, ``(ceil(test images / N) + bn_batches x batch_size) x
   compute_s_per_sample / 3`` of wall time (the backward pass is about twice the forward:
   `prunex.perfmodel.workload.Options.backward_fraction`).
 - **not modelled**: queueing, start-up (module load, data loading, NCCL initialisation), checkpoint
-  writes. The time limit covers them with the site's margin (`prunex.sites.TimeLimitPolicy`).
+  writes. The time limit covers them with the site's margin (`prunex.cluster.sites.TimeLimitPolicy`).
 
 GPU-hours are ``seconds x GPUs / 3600`` of the estimate (what the run is expected to use); the time
 limit is what Slurm reserves at most. Both are model numbers, as good as the cluster file: Puhti's
@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
-from prunex.config import RunConfig
+from prunex.cluster.sites import TimeLimitPolicy
 from prunex.methods.registry import method_info
 from prunex.perfmodel.calibrate import CalibrationError, Cluster, load_cluster
 from prunex.perfmodel.workload import (
@@ -44,9 +44,9 @@ from prunex.perfmodel.workload import (
     method_workload,
     model_spec,
 )
-from prunex.sites import TimeLimitPolicy
+from prunex.training.config import RunConfig
 
-# held-out images, split among the ranks (prunex.data)
+# held-out images, split among the ranks (prunex.training.data)
 TEST_SIZES = {"cifar10": 10_000, "digits": 359, "fashion-mnist": 10_000}
 FORWARD_SHARE = 1.0 / 3.0  # forward pass of a training step's forward + backward (~2x forward) + update
 

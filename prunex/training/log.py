@@ -244,7 +244,7 @@ def merge_parts(run_dir: str | Path, *, done: bool = False) -> dict[str, pd.Data
 
 
 def _git_state() -> dict[str, Any]:
-    repo = Path(__file__).resolve().parent.parent
+    repo = Path(__file__).resolve().parents[2]
     try:
         sha = subprocess.run(
             ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
@@ -366,5 +366,5 @@ if __name__ == "__main__":
     import sys
 
     if len(sys.argv) != 4 or sys.argv[1] != "export":
-        sys.exit("usage: python -m prunex.log export RESULTS_DIR SAVED_DIR")
+        sys.exit("usage: python -m prunex.training.log export RESULTS_DIR SAVED_DIR")
     print(f"exported {export_logs(sys.argv[2], sys.argv[3])} runs to {sys.argv[3]}")

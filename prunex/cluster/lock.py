@@ -9,14 +9,14 @@ the lock is re-entrant for its own process.
 
 **Run** (`claim_run`, `record_job`, `job_owns_run`): a run directory is written by one job, the job
 that trains it, not by whoever launched it. `<run>/job.json` names that job (executor, job id,
-submitit folder, host, submission time, `prunex.jobs.JobRecord`); `<run>/jobs.jsonl` keeps one line
+submitit folder, host, submission time, `prunex.cluster.jobs.JobRecord`); `<run>/jobs.jsonl` keeps one line
 per job ever submitted for the run. A launcher first claims the run (job.json in state
 `submitting`), submits, then records the job id. A later launcher of the same run:
 
 - finds a live Slurm job: it reattaches to it (waits and reports; nothing is submitted);
 - finds a live local or debug job whose launcher is alive: it refuses, naming the job and how to
   stop it (a local job belongs to its launcher's terminal); a local job whose launcher died ends
-  within moments (`prunex.jobs.die_with_parent`) and is waited for;
+  within moments (`prunex.cluster.jobs.die_with_parent`) and is waited for;
 - finds the job gone (squeue no longer lists it, its process group is empty): takes the run over.
 
 The job checks the record too (`job_owns_run`, first thing in every task): a job that is not the
@@ -38,9 +38,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from prunex import jobs
-from prunex.config import ConfigError
-from prunex.log import write_json
+from prunex.cluster import jobs
+from prunex.training.config import ConfigError
+from prunex.training.log import write_json
 
 LOCK_NAME = ".prunex.lock"
 JOB_FILE = "job.json"

@@ -4,16 +4,16 @@
 - `local`: submitit's LocalExecutor, M x P processes on this machine (nodes emulated blockwise).
 - `slurm`: submitit's SlurmExecutor, `nodes=M`, `tasks_per_node=P`, one GPU per task unless the run
   is on the CPU. What Slurm is asked for (partition, account, GPUs, CPUs, memory, setup, time
-  limit from the performance model) comes from `prunex.slurm.SlurmOptions`: a site preset
+  limit from the performance model) comes from `prunex.cluster.slurm.SlurmOptions`: a site preset
   (`--site puhti`), the `PRUNEX_SLURM_*` environment, command-line options. `make_executor` refuses
-  an unsubmittable run first (`prunex.slurm.check_submission`: no account, a torch that cannot run
+  an unsubmittable run first (`prunex.cluster.slurm.check_submission`: no account, a torch that cannot run
   on the site's GPUs), and a refused `sbatch` is one line with Slurm's message (`SubmitError`).
 
 Each task runs `TrainJob`, which checks that its job is the one the run directory records
-(`prunex.lock.job_owns_run`), exports torch.distributed's env:// variables with
-`submitit.helpers.TorchDistributedEnvironment` and calls `prunex.train.train`. It never writes
+(`prunex.cluster.lock.job_owns_run`), exports torch.distributed's env:// variables with
+`submitit.helpers.TorchDistributedEnvironment` and calls `prunex.training.train.train`. It never writes
 `CUDA_VISIBLE_DEVICES`: a value the scheduler set (one GPU bound per task, or the node's GPUs) is
-kept, and `prunex.device` picks the GPU among those the task sees.
+kept, and `prunex.training.device` picks the GPU among those the task sees.
 
 Run identity: a run lives in `RESULTS/runs/<shared id>` (`run_dir_for`), named by its resolved
 training configuration (`RunConfig.shared_id`), not by the experiment that asks for it. Each
@@ -22,10 +22,10 @@ experiment refers to it as `RESULTS/<experiment>/<name>`, a relative symbolic li
 once, and the analysis finds it under either name.
 
 `launch` (one run) and `submit` + `wait_all` (many, for the experiment driver) claim each run
-before submitting (`prunex.lock.claim_run`): a run a live Slurm job trains is reattached to, never
+before submitting (`prunex.cluster.lock.claim_run`): a run a live Slurm job trains is reattached to, never
 submitted twice; a finished run is skipped; a run whose job is gone is submitted again and resumes
 from its checkpoints. Ctrl-C/SIGTERM while waiting cancels the jobs (or, with `detach`, leaves
-Slurm jobs running) and raises `prunex.interrupt.Interrupted` with the line to print.
+Slurm jobs running) and raises `prunex.cluster.interrupt.Interrupted` with the line to print.
 """
 
 from __future__ import annotations
@@ -44,17 +44,25 @@ from typing import Any
 
 import submitit
 
-from prunex import checkpoint, jobs
-from prunex.checkpoint import newest_common_iteration
-from prunex.config import SHARED_RUNS_DIR, ConfigError, RunConfig
-from prunex.interrupt import Interrupted, deferred, last_signal, resume_hint
-from prunex.lock import RunClaim, claim_run, job_owns_run, record_job, release_claim
-from prunex.log import DONE
+from prunex.cluster import jobs
+from prunex.cluster.interrupt import Interrupted, deferred, last_signal, resume_hint
+from prunex.cluster.lock import RunClaim, claim_run, job_owns_run, record_job, release_claim
+from prunex.cluster.slurm import (
+    SlurmOptions,
+    SubmitError,
+    check_submission,
+    executor_parameters,
+    on_minicluster,
+    submission,
+)
 from prunex.methods.registry import method_info
 from prunex.minicluster.helpers import adapt_slurm_params, export_torch_env
-from prunex.slurm import SlurmOptions, SubmitError, check_submission, executor_parameters, on_minicluster, submission
+from prunex.training import checkpoint
+from prunex.training.checkpoint import newest_common_iteration
+from prunex.training.config import SHARED_RUNS_DIR, ConfigError, RunConfig
+from prunex.training.log import DONE
 
-__all__ = [  # SlurmOptions, SubmitError and executor_parameters live in prunex.slurm; importable from here too
+__all__ = [  # SlurmOptions, SubmitError and executor_parameters live in prunex.cluster.slurm; importable from here too
     "SlurmOptions",
     "SubmitError",
     "Submitted",
@@ -86,9 +94,9 @@ def submitit_parameters(config: RunConfig, slurm: SlurmOptions | None = None) ->
 
 
 def make_executor(config: RunConfig, folder: str | Path, slurm: SlurmOptions | None = None) -> submitit.Executor:
-    """A submitit executor for the run, after `prunex.slurm.check_submission` (one-line refusals). On a
+    """A submitit executor for the run, after `prunex.cluster.slurm.check_submission` (one-line refusals). On a
     mini cluster (no GPUs) GPU requests are dropped with a visible note, so the `paper` profile's Slurm
-    parameters resolve there too. The local executor is `prunex.jobs.LocalGroupExecutor`: the job is a
+    parameters resolve there too. The local executor is `prunex.cluster.jobs.LocalGroupExecutor`: the job is a
     process group that dies with its launcher."""
     check_submission(config, slurm)
     params, notes = submitit_parameters(config, slurm)
@@ -161,7 +169,7 @@ class TrainJob(submitit.helpers.Checkpointable):
 
     def __call__(self) -> str:
         if self.config.executor == "local":
-            # a local job ends with its launcher (prunex.jobs); SIGTERM ends a local rank (submitit
+            # a local job ends with its launcher (prunex.cluster.jobs); SIGTERM ends a local rank (submitit
             # bypasses it for Slurm preemption, which does not exist here)
             jobs.die_with_parent(int(os.environ["SUBMITIT_LOCAL_JOB_ID"]))
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -177,7 +185,7 @@ class TrainJob(submitit.helpers.Checkpointable):
             # one process, in the driver's own process: submitit's debug environment gives every job the same
             # port, which a previous in-process job's store (or anything else) may still hold (EADDRINUSE)
             os.environ["MASTER_PORT"] = str(jobs.free_port())
-        from prunex.train import train
+        from prunex.training.train import train
 
         preemption = checkpoint.Preemption.install()
         try:
@@ -200,7 +208,7 @@ def export_job_env() -> None:
     ...) plus, on a mini cluster node, the launch node's address as MASTER_ADDR (node names do not
     resolve) and the node's interface for gloo. `CUDA_VISIBLE_DEVICES` is left as the scheduler set
     it (submitit's export would overwrite it with the local rank, the wrong GPU where the scheduler
-    already bound one per task); `prunex.device` picks among the GPUs the task sees."""
+    already bound one per task); `prunex.training.device` picks among the GPUs the task sees."""
     env = export_torch_env(set_cuda_visible_devices=False)
     if not _resolves(env.master_addr) and os.environ.get("SLURM_LAUNCH_NODE_IPADDR"):
         os.environ["MASTER_ADDR"] = os.environ["SLURM_LAUNCH_NODE_IPADDR"]
@@ -208,9 +216,9 @@ def export_job_env() -> None:
 
 def check_iterations(config: RunConfig, sizes: dict[tuple[str, str, int], int] | None = None) -> None:
     """Refuse a configuration that would train nothing: every rank's shard must hold a mini-batch
-    (`prunex.data.batches_per_epoch`, the sharding `shard_loader` does). `sizes`: a memo of
+    (`prunex.training.data.batches_per_epoch`, the sharding `shard_loader` does). `sizes`: a memo of
     training-set sizes shared by the runs of one driver."""
-    from prunex.data import batches_per_epoch, train_size
+    from prunex.training.data import batches_per_epoch, train_size
 
     key = (config.dataset, config.data_root, config.train_subset)
     sizes = {} if sizes is None else sizes
@@ -240,7 +248,7 @@ def check_layers(config: RunConfig, memo: dict | None = None) -> None:
 
     import torch  # the model's layer names: only for a run that names layers
 
-    from prunex.models import build_model
+    from prunex.training.models import build_model
 
     with torch.device("meta"):
         model = build_model(config.model)
@@ -258,7 +266,7 @@ def check_start(config: RunConfig) -> None:
     anything is made (experiments submit a run after the runs it depends on have finished)."""
     if not config.init_from:
         return
-    from prunex.export import ExportError, verify_checksum  # torch.export and the channel graph: only here
+    from prunex.pruning.export import ExportError, verify_checksum  # torch.export and the channel graph: only here
 
     start = Path(config.results).resolve() / config.experiment / config.init_from
     if not (start / DONE).exists():
@@ -274,7 +282,7 @@ def preflight(config: RunConfig, memo: dict | None = None) -> Path:
     that trains at least one iteration, then a writable run directory, linked from the asking
     experiment (`link_run`). Returns the run dir. `memo`:
     shared by the runs of one driver, so that each dataset is checked once."""
-    from prunex.data import DatasetMissing, load_dataset
+    from prunex.training.data import DatasetMissing, load_dataset
 
     memo = {} if memo is None else memo
     try:
@@ -354,8 +362,8 @@ def launch(config: RunConfig, slurm: SlurmOptions | None = None, *, echo: bool =
     for it; returns the run directory.
 
     A finished run (DONE marker) is not run again. Raises `RuntimeError` with the job's error when
-    any task fails, `prunex.lock.LockHeld` when another launcher's live job trains the run, and
-    `prunex.interrupt.Interrupted` after Ctrl-C/SIGTERM (the jobs cancelled, or left running with
+    any task fails, `prunex.cluster.lock.LockHeld` when another launcher's live job trains the run, and
+    `prunex.cluster.interrupt.Interrupted` after Ctrl-C/SIGTERM (the jobs cancelled, or left running with
     `detach`).
     """
     if detach and config.executor != "slurm":
@@ -384,7 +392,7 @@ def submit(
     echo: bool = True,
     one_at_a_time: bool = False,
 ) -> list[Submitted]:
-    """Claim every run (`prunex.lock.claim_run`) and submit a job for each run no live job trains;
+    """Claim every run (`prunex.cluster.lock.claim_run`) and submit a job for each run no live job trains;
     runs a live Slurm job trains are reattached to. Finished runs are skipped. Runs of one shape
     (nodes x tasks) and time limit go out as one Slurm job array (`executor.batch()`, `submission_key`)
     in `folder` (default: each run's own `submitit/`); `one_at_a_time`: an array runs one task at a time
@@ -513,7 +521,7 @@ def wait(job: submitit.Job, config: RunConfig, run_dir: Path, stopped_after: lis
 
 
 # What a rank raises when a peer failed, not why the run failed: a lost connection (gloo, NCCL), a
-# collective that timed out waiting for the peer, or the stop every rank agrees on (prunex.train).
+# collective that timed out waiting for the peer, or the stop every rank agrees on (prunex.training.train).
 PEER_LOSS = (
     "connection closed by peer",
     "connection reset by peer",
@@ -642,7 +650,7 @@ def wait_all(
 
     Local and debug jobs are looked at every `poll_s`, Slurm jobs every `slurm_poll_s` (one squeue
     call for all of them; their log files are read then too, to spare a shared file system).
-    Ctrl-C/SIGTERM (a KeyboardInterrupt, `prunex.interrupt`) cancels the jobs still running, or
+    Ctrl-C/SIGTERM (a KeyboardInterrupt, `prunex.cluster.interrupt`) cancels the jobs still running, or
     leaves Slurm jobs running with `detach`, and raises `Interrupted`. Any other exception in the
     launcher ends the local jobs it started (they die with their launcher process anyway).
     """

@@ -3,7 +3,7 @@
 Inside `interruptible()` both signals raise `KeyboardInterrupt` in the main thread, once per
 interrupt: a second delivery within `DEBOUNCE_S` is the same interrupt (Ctrl-C in a terminal
 reaches the launcher directly and through `./run_all.sh`, which forwards what it receives). The
-launcher then acts on its jobs (`prunex.launch`): by default it cancels them (a local job's
+launcher then acts on its jobs (`prunex.cluster.launch`): by default it cancels them (a local job's
 process group is signalled, a Slurm job is `scancel`ed), waits until they are gone, and ends with
 one line, `Interrupted`'s message: "interrupted after iteration K; run the same command again to
 resume from the checkpoint". With `--detach` a Slurm job is left running and the line says how to

@@ -1,6 +1,6 @@
 """Evaluation shared by the ranks: each rank evaluates a slice of the held-out split, one AllReduce adds them.
 
-The trainer (`prunex.train`) evaluates a copy of `method.eval_model()` (the model; for the ADMM
+The trainer (`prunex.training.train`) evaluates a copy of `method.eval_model()` (the model; for the ADMM
 methods the masked consensus z):
 
 1. BatchNorm re-estimation on the rank's own shard (`recalibrate_bn`, `bn_batches` mini-batches,
@@ -30,7 +30,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, Subset
 
 from prunex.comm import Comm
-from prunex.models import floating_dtype
+from prunex.training.models import floating_dtype
 
 
 def _batchnorms(model: nn.Module) -> list[nn.modules.batchnorm._BatchNorm]:

@@ -9,7 +9,7 @@
   uses it. Otherwise the task sees the node's GPUs and takes the one of its local rank on the
   machine. `CUDA_VISIBLE_DEVICES` is never written: a value the scheduler set is the truth.
 - **Checks in every rank at start** (`local_placement`): Python and torch in range
-  (`prunex.compat`), and for a GPU that the torch build has kernels for its compute capability.
+  (`prunex.cluster.compat`), and for a GPU that the torch build has kernels for its compute capability.
 - **Agreement** (`place`). Before `init_process_group`, every rank publishes its placement (host,
   device, backend, GPU and its UUID, torch build, or the error it met) in the job's rendezvous
   store, waits for all the others and checks the whole table (`check_placements`). Every rank
@@ -31,8 +31,8 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from prunex.compat import UnsupportedEnvironment, check_cuda_arch, check_this_torch
-from prunex.topology import Topology, backend_for
+from prunex.cluster.compat import UnsupportedEnvironment, check_cuda_arch, check_this_torch
+from prunex.training.topology import Topology, backend_for
 
 DEVICE_CHOICES = ("auto", "cuda", "cpu")
 _KEY_PREFIX = "prunex/placement/"
@@ -222,7 +222,7 @@ def rendezvous_store(topo: Topology, timeout_s: float) -> dist.Store:
 
 def place(requested: str, topo: Topology, timeout_s: float) -> tuple[torch.device, dist.Store]:
     """This rank's device after every rank has agreed (module docstring); returns it and the store
-    for `prunex.topology.init_distributed`. Raises `DeviceError` on every rank alike."""
+    for `prunex.training.topology.init_distributed`. Raises `DeviceError` on every rank alike."""
     store = rendezvous_store(topo, timeout_s)
     mine = local_placement(requested, topo)
     check_placements(exchange(store, mine, topo.world_size, timeout_s))
