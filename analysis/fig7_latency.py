@@ -36,16 +36,16 @@ from matplotlib.figure import Figure
 
 from analysis import style
 from analysis.common import Experiment, cli, figure_spec, runs_with
-from prunex.comm.waitfree import WAIT_OPS, last_arriver_comm
+from prunex.comm.waitfree import DEFINITION, WAIT_OPS, last_arriver_comm
 
 COLUMNS = ["run_id", "method", "model", "iteration", "waitfree_comm_s", "comm_s", "wait_s"]
 CAPTION = (
-    "Wait-free communication time per iteration: per collective call the seconds of its last-arriving "
-    "member (the minimum over the group's members, who waited for nobody), the slowest of groups running "
-    "side by side, summed over the iteration; time spent waiting for other ranks (inside collectives and "
-    "at the pre-consensus barrier) is left out. The csv keeps comm_s (seconds in collectives, mean over "
-    "ranks, barrier excluded) and wait_s (barrier, mean over ranks) for comparison. Medians leave out "
-    "iteration 0. Box: median, quartiles, 1.5 IQR whiskers, outliers. Dashed: partial runs."
+    f"Wait-free communication time per iteration: {DEFINITION} (the minimum over the group's members), "
+    "the slowest of groups running side by side, summed over the iteration; time spent waiting for other "
+    "ranks (inside collectives and at the pre-consensus barrier) is left out. The csv keeps comm_s (seconds "
+    "in collectives, mean over ranks, barrier excluded) and wait_s (barrier, mean over ranks) for "
+    "comparison. Medians leave out iteration 0. Box: median, quartiles, 1.5 IQR whiskers, outliers. "
+    "Dashed: partial runs."
 )
 PLOTTED = "waitfree_comm_s"
 

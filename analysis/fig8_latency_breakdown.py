@@ -33,16 +33,16 @@ from matplotlib.figure import Figure
 
 from analysis import style
 from analysis.common import Experiment, cli, figure_spec
-from prunex.comm.waitfree import WAIT_OPS, wait_split
+from prunex.comm.waitfree import DEFINITION, WAIT_OPS, wait_split
 from prunex.paper import FIG8_SHARE_PCT
 
 COLUMNS = ["source", "run_id", "model", "category", "seconds_per_rank", "share_pct", "share_of_three_pct"]
 CAPTION = (
-    "Wait-free seconds per collective (per call the seconds of its last-arriving member, who waited for "
-    "nobody) summed per rank and averaged over all ranks; 'wait for other ranks' is every rank's time in "
-    "collectives beyond the wait-free time plus the whole pre-consensus barrier. Upper bar of a run: share "
-    "of all communication time, waiting included; lower bar: share among the paper's three categories "
-    "(share_of_three_pct in the csv), the one compared with the paper."
+    f"Wait-free seconds per collective ({DEFINITION}) summed per rank and averaged over all ranks; 'wait "
+    "for other ranks' is every rank's time in collectives beyond the wait-free time plus the whole "
+    "pre-consensus barrier. Upper bar of a run: share of all communication time, waiting included; lower "
+    "bar: share among the paper's three categories (share_of_three_pct in the csv), the one compared with "
+    "the paper."
 )
 
 CATEGORIES = list(style.CATEGORY_COLORS)

@@ -29,6 +29,8 @@ from collections.abc import Iterable
 import pandas as pd
 
 WAIT_OPS = ("barrier",)  # calls that are pure waiting: no payload, only synchronisation
+# the definition, as the figures' captions give it
+DEFINITION = "per call the seconds of its last-arriving member, who waited for nobody"
 _CALL_COLUMNS = ["iteration", "rank", "node", "level", "op", "seconds"]
 
 

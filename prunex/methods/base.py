@@ -9,7 +9,7 @@ iteration (E local epochs, then consensus) for hsadmm and flat_admm.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -156,6 +156,20 @@ class StepwiseMethod(Method):
         loss = self.criterion(model(x), y)
         loss.backward()
         return loss
+
+
+@torch.no_grad()
+def grads_from_flat(params: Iterable[nn.Parameter], flat: torch.Tensor, pos: int = 0) -> int:
+    """Write consecutive slices of `flat`, from `pos` on, into the gradients of `params` (a missing gradient
+    is allocated as zeros first); returns the position after the last slice. The unpacking after a
+    flat buffer's AllReduce (Top-K's dense layers, PacTrain's)."""
+    for p in params:
+        n = p.numel()
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+        p.grad.copy_(flat[pos : pos + n].view_as(p))
+        pos += n
+    return pos
 
 
 def model_state(model: nn.Module) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:

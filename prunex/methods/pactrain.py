@@ -55,7 +55,7 @@ from typing import Any
 import torch
 
 from prunex.comm.clocks import Span
-from prunex.methods.base import Context, StepwiseMethod, load_model_state, model_state
+from prunex.methods.base import Context, StepwiseMethod, grads_from_flat, load_model_state, model_state
 from prunex.pruning.project import keep_count
 from prunex.training.models import floating_dtype
 
@@ -179,12 +179,7 @@ class PacTrain(StepwiseMethod):
                 p.grad = torch.zeros_like(p)
             p.grad.zero_().masked_scatter_(m, buf[pos : pos + k])
             pos += k
-        for p in self.dense:
-            n = p.numel()
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-            p.grad.copy_(buf[pos : pos + n].view_as(p))
-            pos += n
+        grads_from_flat(self.dense, buf, pos)
 
     def step(self, x: torch.Tensor, y: torch.Tensor) -> float:
         ctx = self.ctx

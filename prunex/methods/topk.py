@@ -54,7 +54,7 @@ from typing import Any
 import torch
 
 from prunex.comm.cost import topk_count
-from prunex.methods.base import Context, StepwiseMethod, load_model_state, model_state
+from prunex.methods.base import Context, StepwiseMethod, grads_from_flat, load_model_state, model_state
 from prunex.training.models import floating_dtype
 
 WARMUP_START_RATIO = 0.25  # DGC's first warm-up epoch keeps 25% of the entries
@@ -185,13 +185,7 @@ class TopK(StepwiseMethod):
             out=self.dense_buf,
         )
         comm.all_reduce(self.dense_buf, "flat", "avg")
-        pos = 0
-        for p in self.dense:
-            n = p.numel()
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-            p.grad.copy_(self.dense_buf[pos : pos + n].view_as(p))
-            pos += n
+        grads_from_flat(self.dense, self.dense_buf)
 
     def step(self, x: torch.Tensor, y: torch.Tensor) -> float:
         ctx = self.ctx
