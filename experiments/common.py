@@ -48,8 +48,6 @@ from typing import Any
 
 from prunex.training.config import ADMMConfig, LinkConfig, RunConfig
 
-PROFILE_NAMES = ("smoke", "local", "regime", "paper")
-
 # -- the paper profile's training lengths ---------------------------------------------------------
 # Sec. 5.1.5: "For H-SADMM, we perform up to 60 outer iterations depending on convergence, with 5-10
 # inner (local) training epochs per iteration": K_max = 60, E = 5 (the lower end of the range), and
@@ -96,6 +94,7 @@ class Profile:
     train_subset: int = 0
     extra: dict[str, Any] = field(default_factory=dict)  # other RunConfig fields
     scale_procs_per_node: int | None = None  # processes per node of the strong-scaling series (None: procs_per_node)
+    scale_nodes: tuple[int, ...] = (1,)  # node counts of the strong-scaling series (Fig. 9: 2 to 16 nodes of 4 GPUs)
     repeat_seeds: tuple[int, ...] = (0,)  # seeds of the experiments that repeat a measurement (latency)
     # one run at a time on every executor (Slurm runs jobs side by side otherwise; there, arrays of %1)
     serial: bool = False
@@ -110,84 +109,88 @@ class Profile:
             return {}
         return {"dataset": self.accuracy_dataset, "train_subset": self.accuracy_train_subset}
 
-    @property
-    def scale_nodes(self) -> tuple[int, ...]:
-        """Node counts of the strong-scaling series (Fig. 9: 2 to 16 nodes of 4 GPUs)."""
-        return {"paper": (2, 4, 8, 16), "local": (1, 2), "regime": (1, 2), "smoke": (1,)}[self.name]
+
+# -- the profiles, as data (what each one is: the module docstring) -----------------------------------
+_LOCAL = Profile(
+    name="local",
+    executor="local",
+    dataset="digits",
+    model="resnet20",
+    nodes=2,
+    procs_per_node=2,
+    epochs=6,
+    admm=ADMMConfig(
+        iterations=6, local_epochs=1, rho_intra=0.05, rho_inter=0.005, freeze_iteration=4, retrain_epochs=2
+    ),
+    link=LinkConfig(model="alpha-beta", alpha_s=5e-5, bandwidth_gbit=1.0),
+    scale_nodes=(1, 2),
+    # Fashion-MNIST (issue 26): on digits one-shot pruning to a quarter of the channels cost nothing and the
+    # 359-image test split moved in steps of 0.28 points; 2,000 training images (500 per rank); the whole
+    # 10,000-image test split. A dataset named by PRUNEX_LOCAL_DATASET is used for every experiment instead.
+    accuracy_dataset="fashion-mnist",
+    accuracy_train_subset=2000,
+)
+PROFILES: dict[str, Profile] = {
+    "smoke": Profile(
+        name="smoke",
+        executor="debug",
+        dataset="digits",
+        model="resnet20",
+        nodes=1,
+        procs_per_node=1,
+        epochs=1,
+        admm=ADMMConfig(iterations=2, local_epochs=1, freeze_iteration=1),
+        train_subset=128,
+        extra={"bn_batches": 2, "bench_budget_s": 0.05, "bench_batch": 8},
+    ),
+    "local": _LOCAL,
+    # `local` at the link rate of RESULTS/regime.json (set by `profile`), bound to cores, one run at a time
+    "regime": dataclasses.replace(
+        _LOCAL,
+        name="regime",
+        extra={**_LOCAL.extra, "bind_cores": True},
+        scale_procs_per_node=1,
+        repeat_seeds=(0, 1, 2),
+        serial=True,  # its timings are its results: no two runs share the machine's cores
+    ),
+    "paper": Profile(
+        name="paper",
+        executor="slurm",
+        dataset="cifar10",
+        model="resnet152",
+        nodes=16,
+        procs_per_node=4,
+        epochs=PAPER_SGD_EPOCHS,
+        admm=ADMMConfig(
+            iterations=PAPER_ADMM_ITERATIONS,
+            local_epochs=PAPER_LOCAL_EPOCHS,
+            stop_on_convergence=True,
+            freeze_iteration=PAPER_FREEZE_ITERATION,
+            freeze_patience=PAPER_FREEZE_PATIENCE,
+            retrain_epochs=0,  # sec. 4.5: retraining is the outer loop's frozen-mask iterations
+        ),
+        device="cuda",
+        scale_nodes=(2, 4, 8, 16),
+        extra={"num_workers": PAPER_LOADER_WORKERS},
+    ),
+}
+PROFILE_NAMES = tuple(PROFILES)
+ONE_MACHINE = ("local", "regime")  # the profiles PRUNEX_LOCAL_DATASET applies to
 
 
 def profile(name: str, executor: str | None = None, regime: dict[str, Any] | None = None) -> Profile:
-    """The named profile, for the given executor (the link model follows the executor). `regime`: the
-    `regime` profile's `regime.json` (`prunex.cluster.regime`), which sets its link rate; without it the
+    """The named profile (`PROFILES`), for the given executor (the link model follows the executor). `regime`:
+    the `regime` profile's `regime.json` (`prunex.cluster.regime`), which sets its link rate; without it the
     profile can be listed (dry run) but its alpha-beta rate is a placeholder."""
-    if name == "paper":
-        p = Profile(
-            name="paper",
-            executor="slurm",
-            dataset="cifar10",
-            model="resnet152",
-            nodes=16,
-            procs_per_node=4,
-            epochs=PAPER_SGD_EPOCHS,
-            admm=ADMMConfig(
-                iterations=PAPER_ADMM_ITERATIONS,
-                local_epochs=PAPER_LOCAL_EPOCHS,
-                stop_on_convergence=True,
-                freeze_iteration=PAPER_FREEZE_ITERATION,
-                freeze_patience=PAPER_FREEZE_PATIENCE,
-                retrain_epochs=0,  # sec. 4.5: retraining is the outer loop's frozen-mask iterations
-            ),
-            device="cuda",
-            extra={"num_workers": PAPER_LOADER_WORKERS},
-        )
-    elif name == "local":
-        dataset = os.environ.get("PRUNEX_LOCAL_DATASET")
-        p = Profile(
-            name="local",
-            executor="local",
-            dataset=dataset or "digits",
-            model="resnet20",
-            nodes=2,
-            procs_per_node=2,
-            epochs=6,
-            admm=ADMMConfig(
-                iterations=6, local_epochs=1, rho_intra=0.05, rho_inter=0.005, freeze_iteration=4, retrain_epochs=2
-            ),
-            link=LinkConfig(model="alpha-beta", alpha_s=5e-5, bandwidth_gbit=1.0),
-            # Fashion-MNIST (issue 26): on digits one-shot pruning to a quarter of the channels cost nothing and
-            # the 359-image test split moved in steps of 0.28 points; 2,000 training images (500 per rank) keep
-            # ./run_all.sh within its 45 minutes; the whole 10,000-image test split. A dataset named by
-            # PRUNEX_LOCAL_DATASET is used for every experiment instead.
-            accuracy_dataset=None if dataset else "fashion-mnist",
-            accuracy_train_subset=0 if dataset else 2000,
-        )
-    elif name == "regime":
-        base = profile("local")
-        mbit = float(regime["bandwidth_mbit"]) if regime else 1000.0
-        p = dataclasses.replace(
-            base,
-            name="regime",
-            link=dataclasses.replace(base.link, bandwidth_gbit=mbit / 1e3),
-            extra={**base.extra, "bind_cores": True},
-            scale_procs_per_node=1,
-            repeat_seeds=(0, 1, 2),
-            serial=True,  # its timings are its results: no two runs share the machine's cores
-        )
-    elif name == "smoke":
-        p = Profile(
-            name="smoke",
-            executor="debug",
-            dataset="digits",
-            model="resnet20",
-            nodes=1,
-            procs_per_node=1,
-            epochs=1,
-            admm=ADMMConfig(iterations=2, local_epochs=1, freeze_iteration=1),
-            train_subset=128,
-            extra={"bn_batches": 2, "bench_budget_s": 0.05, "bench_batch": 8},
-        )
-    else:
+    if name not in PROFILES:
         raise ValueError(f"unknown profile {name!r}; known: {', '.join(PROFILE_NAMES)}")
+    p = PROFILES[name]
+    dataset = os.environ.get("PRUNEX_LOCAL_DATASET")
+    if dataset and name in ONE_MACHINE:
+        p = dataclasses.replace(p, dataset=dataset, accuracy_dataset=None, accuracy_train_subset=0)
+    if name == "regime":
+        mbit = float(regime["bandwidth_mbit"]) if regime else 1000.0
+        p = dataclasses.replace(p, link=dataclasses.replace(p.link, bandwidth_gbit=mbit / 1e3))
     if executor is not None and executor != p.executor:
         # On Slurm the links are what they are (netns-tc on the mini cluster, detected at run time);
         # the alpha-beta model stands in only where nothing shapes them.
