@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prunex.methods.registry import METHOD_NAMES, readers
-from prunex.training.config import RHO_SCHEDULES, ConfigError, RunConfig
+from prunex.training.config import INTER_EXCHANGES, RHO_SCHEDULES, WIRE_DTYPES, ConfigError, RunConfig
 
 
 @dataclass(frozen=True)
@@ -44,14 +44,14 @@ class Section:
 SECTIONS: dict[str, Section] = {
     "admm": Section(
         choices={
-            "wire_dtype": ("fp32", "bf16", "fp16"),
-            "inter_exchange": ("leader", "sharded"),
+            "wire_dtype": WIRE_DTYPES,
+            "inter_exchange": INTER_EXCHANGES,
             "rho_schedule": RHO_SCHEDULES,
         }
     ),
     "topk": Section(prefix="topk_"),
     "pactrain": Section(),
-    "ddp": Section(choices={"grad_dtype": ("fp32", "bf16", "fp16")}),
+    "ddp": Section(choices={"grad_dtype": WIRE_DTYPES}),
     "prune_finetune": Section(),
     "link": Section(renames={"model": "link_model", "alpha_s": "inter_latency_s", "bandwidth_gbit": "inter_bw_gbit"}),
 }

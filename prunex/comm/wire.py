@@ -39,12 +39,12 @@ import torch
 
 from prunex.comm.bucket import Bucketer
 from prunex.comm.collectives import Comm
+from prunex.training.config import INTER_EXCHANGES, WIRE_DTYPES
 from prunex.training.topology import Topology
 
-__all__ = ["EXCHANGES", "WIRE_TORCH_DTYPES", "WireBuckets"]
+__all__ = ["WIRE_TORCH_DTYPES", "WireBuckets"]
 
-WIRE_TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-EXCHANGES = ("leader", "sharded")
+WIRE_TORCH_DTYPES = dict(zip(WIRE_DTYPES, (torch.float32, torch.bfloat16, torch.float16), strict=True))
 
 
 class WireBuckets:
@@ -61,8 +61,8 @@ class WireBuckets:
     def __init__(self, wire_dtype: str = "fp32", exchange: str = "leader") -> None:
         if wire_dtype not in WIRE_TORCH_DTYPES:
             raise ValueError(f"wire dtype must be one of {', '.join(WIRE_TORCH_DTYPES)}, got {wire_dtype!r}")
-        if exchange not in EXCHANGES:
-            raise ValueError(f"exchange must be one of {', '.join(EXCHANGES)}, got {exchange!r}")
+        if exchange not in INTER_EXCHANGES:
+            raise ValueError(f"exchange must be one of {', '.join(INTER_EXCHANGES)}, got {exchange!r}")
         self.name, self.dtype, self.exchange = wire_dtype, WIRE_TORCH_DTYPES[wire_dtype], exchange
         self._wire: list[torch.Tensor] = []
         self._for: tuple[int, int] | None = None  # (id of the bucketer, its allocation count)

@@ -22,14 +22,18 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
 
 from prunex.comm import Comm
+from prunex.comm.wire import WIRE_TORCH_DTYPES
 from prunex.methods.base import Context, StepwiseMethod, load_model_state, model_state
+from prunex.training.config import WIRE_DTYPES
 
-_HOOKS = {
-    "fp32": default_hooks.allreduce_hook,
-    "bf16": default_hooks.bf16_compress_hook,
-    "fp16": default_hooks.fp16_compress_hook,
-}
-_WIRE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+_HOOKS = dict(
+    zip(
+        WIRE_DTYPES,
+        (default_hooks.allreduce_hook, default_hooks.bf16_compress_hook, default_hooks.fp16_compress_hook),
+        strict=True,
+    )
+)
+_WIRE_BYTES = {name: dtype.itemsize for name, dtype in WIRE_TORCH_DTYPES.items()}
 
 
 def recording_hook(grad_dtype: str):

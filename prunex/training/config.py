@@ -32,7 +32,7 @@ DEVICE_NAMES = ("auto", "cuda", "cpu")  # prunex.training.device
 LINK_MODELS = ("none", "alpha-beta", "netns-tc")
 MOMENTUM_POLICIES = ("carry", "reset")
 RHO_SCHEDULES = ("grow", "balance")  # ADMMConfig.rho_schedule
-WIRE_DTYPES = ("fp32", "bf16", "fp16")  # element types of the compact inter-node buckets
+WIRE_DTYPES = ("fp32", "bf16", "fp16")  # element types on the wire: H-SADMM's compact buckets, DDP's gradients
 INTER_EXCHANGES = ("leader", "sharded")  # how the compact buckets cross nodes
 SHARED_RUNS_DIR = "runs"  # RESULTS/runs/<shared id>: every run, once; experiments link to it
 
@@ -231,8 +231,8 @@ class DDPConfig:
 
     def __post_init__(self) -> None:
         check_numbers(self, "ddp")
-        if self.grad_dtype not in ("fp32", "bf16", "fp16"):
-            raise ConfigError(f"grad_dtype must be one of fp32, bf16, fp16, got {self.grad_dtype!r}")
+        if self.grad_dtype not in WIRE_DTYPES:
+            raise ConfigError(f"grad_dtype must be one of {', '.join(WIRE_DTYPES)}, got {self.grad_dtype!r}")
         if not 0 < self.bucket_cap_mb <= MAX_BUCKET_MB:
             raise ConfigError(f"DDP bucket size must be in (0, {MAX_BUCKET_MB:g}] MB, got {self.bucket_cap_mb}")
 
