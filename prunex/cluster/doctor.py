@@ -44,7 +44,7 @@ from prunex.cluster.slurm import (
     on_minicluster,
     slurm_options_from_args,
 )
-from prunex.training.config import ConfigError, RunConfig
+from prunex.training.config import EXECUTOR_NAMES, ConfigError, RunConfig
 
 OK, FAIL, NA = "ok", "FAIL", "--"
 SLURM_TIMEOUT_S = 15.0
@@ -325,7 +325,7 @@ def render(checks: list[Check], header: str) -> str:
 def build_parser(profiles: tuple[str, ...]) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m experiments.doctor", description=__doc__.split("\n")[0])
     p.add_argument("--profile", choices=profiles, help="default: paper where Slurm answers")
-    p.add_argument("--executor", choices=("debug", "local", "slurm"), help="default: slurm where Slurm answers")
+    p.add_argument("--executor", choices=EXECUTOR_NAMES, help="default: slurm where Slurm answers")
     p.add_argument("--data-root", default="", help="default: $PRUNEX_DATA, else ./data")
     p.add_argument("--cluster", help="perf-model cluster file for the estimate (default: the site's)")
     add_cluster_options(p)
