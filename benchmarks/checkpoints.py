@@ -35,10 +35,14 @@ from dataclasses import dataclass
 
 import torch
 
+from experiments.all import EXPERIMENTS
+from experiments.cli import resolve
+from experiments.common import profile
 from prunex.cluster.estimate import FORWARD_SHARE, TEST_SIZES, estimate_run, evaluation_points
 from prunex.methods.registry import METHOD_NAMES
-from prunex.perfmodel.calibrate import Cluster
+from prunex.perfmodel.calibrate import Cluster, load_cluster
 from prunex.perfmodel.workload import ModelSpec, model_spec
+from prunex.training.checkpoint import rng_state
 from prunex.training.config import RunConfig
 
 FP32 = 4
@@ -46,8 +50,6 @@ FP32 = 4
 
 def rng_bytes() -> int:
     """Bytes of one rank's serialised RNG states (`prunex.training.checkpoint.rng_state`)."""
-    from prunex.training.checkpoint import rng_state
-
     buf = io.BytesIO()
     torch.save(rng_state(), buf)
     return len(buf.getvalue())
@@ -128,11 +130,6 @@ def _gb(x: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from experiments.all import EXPERIMENTS
-    from experiments.cli import resolve
-    from experiments.common import profile
-    from prunex.perfmodel import load_cluster
-
     ap = argparse.ArgumentParser(prog="python -m benchmarks.checkpoints", description=__doc__.split("\n")[0])
     ap.add_argument("--profile", default="paper")
     ap.add_argument("--cluster", default="puhti")

@@ -82,7 +82,7 @@ class Row:
 
 def steps_per_epoch(cfg: RunConfig) -> tuple[int, int]:
     """(steps per epoch, samples in one rank's shard), as `prunex.training.data.shard_loader` makes them."""
-    from prunex.training.data import load_dataset
+    from prunex.training.data import load_dataset  # lazy: torchvision, not loaded for --help
 
     n = len(load_dataset(cfg.dataset, cfg.data_root, train=True))
     shard = n // cfg.world_size  # DistributedSampler(drop_last=True)

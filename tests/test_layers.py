@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import ast
 import importlib
+import io
 import runpy
 import sys
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -171,3 +173,44 @@ def test_torchrun_s_old_path_runs_the_trainer() -> None:
     from prunex.training import train as trainer
 
     assert train.main is trainer.main
+
+
+def _comment_lines(source: str) -> tuple[set[int], set[int]]:
+    """(lines that carry a comment, lines that are nothing but a comment), read with `tokenize`."""
+    carry: set[int] = set()
+    alone: set[int] = set()
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT:
+            carry.add(tok.start[0])
+            if not tok.line[: tok.start[1]].strip():
+                alone.add(tok.start[0])
+    return carry, alone
+
+
+def _is_project_import(node: ast.Import | ast.ImportFrom) -> bool:
+    if isinstance(node, ast.ImportFrom):
+        return node.level > 0 or (node.module or "").split(".")[0] in MAY_IMPORT
+    return any(a.name.split(".")[0] in MAY_IMPORT for a in node.names)
+
+
+def test_every_import_inside_a_function_says_why() -> None:
+    """Issue 28: a project module imported inside a function (not at the top of the module) is there for a
+    reason: an optional heavy dependency kept off the module's load (torch, torchvision, pandas), a command's
+    lazy start, a job's own process, an import circle. The reason is written on the import's first line or
+    in a comment line right above it."""
+    silent = []
+    for mod, path in _modules().items():
+        source = path.read_text()
+        tree = ast.parse(source, str(path))
+        carry, alone = _comment_lines(source)
+        inside = {
+            node
+            for fn in ast.walk(tree)
+            if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef)
+            for node in _imports(fn)
+            if _is_project_import(node)
+        }
+        for node in sorted(inside, key=lambda n: n.lineno):
+            if node.lineno not in carry and node.lineno - 1 not in alone:
+                silent.append(f"{path.relative_to(ROOT)}:{node.lineno} ({mod}): {ast.unparse(node)}")
+    assert silent == [], "imports inside functions without a comment saying why:\n" + "\n".join(silent)

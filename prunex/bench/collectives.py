@@ -83,7 +83,13 @@ from typing import Any
 
 from prunex.cluster.regime import usable_cores
 from prunex.comm.cost import FIT_WEIGHTINGS
+from prunex.minicluster import MiniCluster
+from prunex.minicluster.cluster import parse_rate
+from prunex.minicluster.helpers import export_torch_env
+from prunex.minicluster.wire import LINK_MODEL, link_model_active
 from prunex.perfmodel.calibrate import CalibrationError, bytes_factor, fit_row, fit_table
+from prunex.training.config import ConfigError, LinkConfig, RunConfig
+from prunex.training.log import write_parquet
 
 LEVELS = ("intra", "inter", "flat")
 OPS = ("allreduce", "broadcast")
@@ -242,8 +248,6 @@ class BenchJob:
         self.spec = dict(spec)
 
     def __call__(self) -> dict[str, Any]:
-        from prunex.minicluster.helpers import export_torch_env
-
         s = self.spec
         if s["executor"] != "inline":
             env = export_torch_env()
@@ -252,11 +256,9 @@ class BenchJob:
         import torch
         import torch.distributed as dist
 
-        from prunex.comm import Comm
-        from prunex.minicluster.wire import LINK_MODEL, link_model_active
-        from prunex.training.config import LinkConfig
-        from prunex.training.device import device_for
-        from prunex.training.topology import build_groups, discover, init_distributed
+        from prunex.comm import Comm  # lazy: torch (prunex.comm.collectives), in the job's process only
+        from prunex.training.device import device_for  # lazy: torch, in the job's process only
+        from prunex.training.topology import build_groups, discover, init_distributed  # lazy: torch, as above
 
         topo = discover(s["nodes"], s["procs_per_node"])
         device = device_for("auto", topo)
@@ -292,7 +294,7 @@ def sweep(comm, topo, groups, levels, ops, sizes, warmup, repeats: dict[int, int
     import torch
     import torch.distributed as dist
 
-    from prunex.comm.volume import group_members
+    from prunex.comm.volume import group_members  # lazy: torch (prunex.training.topology), in the job's process
 
     buf = torch.zeros(max(sizes) // ELEMENT_BYTES, dtype=torch.float32, device=device)  # zeros: sums stay 0
     rows = []
@@ -348,8 +350,6 @@ def _minicluster_link_rate() -> float:
     if not d:
         return math.nan
     try:
-        from prunex.minicluster.cluster import parse_rate
-
         rate = json.loads((Path(d) / "cluster.json").read_text()).get("inter_bw")
         return parse_rate(rate) if rate else math.nan
     except (OSError, ValueError, RuntimeError):
@@ -376,8 +376,7 @@ def run(
     echo: bool = True,
 ):
     """Submit the sweep as one job and return the measurement table (a pandas DataFrame)."""
-    from prunex.cluster.launch import SlurmOptions, make_executor
-    from prunex.training.config import ConfigError, LinkConfig, RunConfig
+    from prunex.cluster.launch import SlurmOptions, make_executor  # lazy: torch (prunex.training.checkpoint)
 
     if executor == "auto":
         executor = "slurm" if _slurm_answers() else "local"
@@ -528,8 +527,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         sizes = parse_sizes(args.sizes)
         if args.minicluster:
-            from prunex.minicluster import MiniCluster
-
             c = MiniCluster(args.minicluster)
             if not c.is_up():
                 raise BenchError(f"no mini cluster is up in {c.dir}")
@@ -558,8 +555,6 @@ def main(argv: list[str] | None = None) -> int:
     except (BenchError, CalibrationError, OSError) as e:
         print(f"prunex.bench.collectives: {e}", file=sys.stderr)
         return 2
-    from prunex.training.log import write_parquet
-
     write_parquet(out, meas)
     write_parquet(fit_path(out), fit)
     print(format_report(meas, fit))

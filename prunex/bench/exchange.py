@@ -50,9 +50,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from prunex.comm.cost import crosses, ring_bytes
+from prunex.comm.waitfree import per_call
+from prunex.minicluster.cluster import STATE_FILE
 from prunex.perfmodel.calibrate import load_cluster
 from prunex.perfmodel.formulas import time_of
 from prunex.perfmodel.workload import Options, Workload, ddp_workload, hsadmm_workload, kept_from_keep, model_spec
+from prunex.training.config import ADMMConfig, LinkConfig, RunConfig
 
 
 def inter_cost(work: Workload, nodes: int, procs: int, network: object) -> tuple[float, float]:
@@ -100,9 +103,7 @@ def measure(args: argparse.Namespace, results: str) -> list[tuple[str, float, fl
     """(name, node 0's inter-node bytes, inter-node seconds) per synchronisation, measured (docstring)."""
     import pandas as pd
 
-    from prunex.cluster.launch import launch
-    from prunex.comm.waitfree import per_call
-    from prunex.training.config import ADMMConfig, LinkConfig, RunConfig
+    from prunex.cluster.launch import launch  # lazy: torch (prunex.training.checkpoint), only to measure
 
     if args.executor == "slurm":
         link = LinkConfig()  # the mini cluster's tc shapes the links
@@ -209,8 +210,6 @@ def _link_rate() -> str:
     """The mini cluster's tc rate, from its state file (what `minicluster status` prints)."""
     import json
     from pathlib import Path
-
-    from prunex.minicluster.cluster import STATE_FILE
 
     state = Path(os.environ.get("PRUNEX_MINICLUSTER_DIR", ".prunex-cluster")) / STATE_FILE
     try:

@@ -45,6 +45,7 @@ from torch import nn
 
 from prunex.cluster.exits import one_line
 from prunex.cluster.regime import usable_cores
+from prunex.pruning import constrained_layers, keep_count
 from prunex.pruning.export import (
     COMPACT_FILE,
     EXPORT_JSON,
@@ -58,7 +59,7 @@ from prunex.pruning.export import (
     load_run_model,
     max_relative_error,
 )
-from prunex.training.log import INFERENCE_COLUMNS, hardware_name
+from prunex.training.log import INFERENCE_COLUMNS, hardware_name, write_parquet
 
 BATCHES = (1, 128)
 BUDGET_S = 5.0  # seconds of timed repeats per model and batch size
@@ -204,8 +205,6 @@ def bench_run(
 ) -> pd.DataFrame:
     """Dense vs exported model of a finished run; writes `RUN_DIR/inference.parquet`. `require_done`: as
     `prunex.pruning.export.load_run_model` (the trainer benches before it marks the run done)."""
-    from prunex.training.log import write_parquet
-
     run_dir = Path(run_dir)
     devices = devices_for(device)
     if not (run_dir / EXPORT_JSON).exists() or not (run_dir / COMPACT_FILE).exists():
@@ -232,7 +231,7 @@ def bench_run(
 
 def random_masked_model(arch: str, *, filter_keep: float, channel_keep: float, seed: int = 0) -> nn.Module:
     """A fresh `arch` (eval mode) masked by `mask_randomly_`."""
-    from prunex.training.models import build_model
+    from prunex.training.models import build_model  # lazy: torchvision, only to build a fresh model
 
     torch.manual_seed(seed)
     return mask_randomly_(build_model(arch).eval(), filter_keep=filter_keep, channel_keep=channel_keep, seed=seed)
@@ -247,8 +246,6 @@ def mask_randomly_(model: nn.Module, *, filter_keep: float, channel_keep: float,
     affine parameters and running statistics, so that pruned filters produce non-zero constants
     (of either sign) as in a trained network.
     """
-    from prunex.pruning import constrained_layers, keep_count
-
     gen = torch.Generator().manual_seed(seed)
     for m in model.modules():
         if isinstance(m, nn.BatchNorm2d):
@@ -282,8 +279,6 @@ def bench_random(
     warmup: int = 2,
 ) -> pd.DataFrame:
     """Dense vs compact `arch` with random masks; writes `OUT/inference.parquet`."""
-    from prunex.training.log import write_parquet
-
     dense = random_masked_model(arch, filter_keep=filter_keep, channel_keep=channel_keep)
     small, _ = compact(dense)
     run_id = f"{arch}-random-filter{filter_keep:g}-channel{channel_keep:g}"
@@ -352,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads or usable_cores())
     try:
         if args.model is not None:
-            from prunex.training.models import MODELS
+            from prunex.training.models import MODELS  # lazy: torchvision, only with --model
 
             if args.model not in MODELS:
                 return fail(f"unknown model {args.model!r}; known: {', '.join(sorted(MODELS))}")

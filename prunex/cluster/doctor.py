@@ -36,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from prunex.cluster import compat
+from prunex.cluster.estimate import EstimateError, estimate_run
 from prunex.cluster.exits import one_line
 from prunex.cluster.slurm import (
     SlurmOptions,
@@ -169,7 +170,7 @@ def check_cpu_compress(ctx: Context) -> Check:
     gives the same bytes, slower)."""
     if ctx.device == "cuda":
         return Check("cpu compress", NA, "not used: compress runs on the GPU (index_select)")
-    from prunex.comm import native
+    from prunex.comm import native  # lazy: torch; the doctor starts, and reports, without it
 
     reason = native.unavailable_reason()
     if reason is None:
@@ -234,7 +235,7 @@ def check_account(ctx: Context) -> Check:
 
 def check_dataset(ctx: Context, configs: list[RunConfig]) -> Check:
     """Every dataset the profile's runs read (the one-machine profiles read two: digits and Fashion-MNIST)."""
-    from prunex.training.data import DatasetMissing, default_root, load_dataset
+    from prunex.training.data import DatasetMissing, default_root, load_dataset  # lazy: torch, as check_cpu_compress
 
     if not configs:
         return Check("dataset", NA, "no runs")
@@ -251,8 +252,6 @@ def check_dataset(ctx: Context, configs: list[RunConfig]) -> Check:
 
 
 def check_runs(ctx: Context, configs: list[RunConfig]) -> Check:
-    from prunex.cluster.estimate import EstimateError, estimate_run
-
     if not configs:
         return Check("runs", FAIL, f"profile {ctx.profile} has no runs")
     site = ctx.slurm.site

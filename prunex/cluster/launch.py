@@ -185,7 +185,7 @@ class TrainJob(submitit.helpers.Checkpointable):
             # one process, in the driver's own process: submitit's debug environment gives every job the same
             # port, which a previous in-process job's store (or anything else) may still hold (EADDRINUSE)
             os.environ["MASTER_PORT"] = str(jobs.free_port())
-        from prunex.training.train import train
+        from prunex.training.train import train  # lazy: the whole trainer, loaded only when the job runs
 
         preemption = checkpoint.Preemption.install()
         try:
@@ -218,7 +218,7 @@ def check_iterations(config: RunConfig, sizes: dict[tuple[str, str, int], int] |
     """Refuse a configuration that would train nothing: every rank's shard must hold a mini-batch
     (`prunex.training.data.batches_per_epoch`, the sharding `shard_loader` does). `sizes`: a memo of
     training-set sizes shared by the runs of one driver."""
-    from prunex.training.data import batches_per_epoch, train_size
+    from prunex.training.data import batches_per_epoch, train_size  # lazy: torchvision, only to check a run
 
     key = (config.dataset, config.data_root, config.train_subset)
     sizes = {} if sizes is None else sizes
@@ -248,7 +248,7 @@ def check_layers(config: RunConfig, memo: dict | None = None) -> None:
 
     import torch  # the model's layer names: only for a run that names layers
 
-    from prunex.training.models import build_model
+    from prunex.training.models import build_model  # lazy: torchvision, only for a run that names layers
 
     with torch.device("meta"):
         model = build_model(config.model)
@@ -282,7 +282,7 @@ def preflight(config: RunConfig, memo: dict | None = None) -> Path:
     that trains at least one iteration, then a writable run directory, linked from the asking
     experiment (`link_run`). Returns the run dir. `memo`:
     shared by the runs of one driver, so that each dataset is checked once."""
-    from prunex.training.data import DatasetMissing, load_dataset
+    from prunex.training.data import DatasetMissing, load_dataset  # lazy: torchvision, only to check a run
 
     memo = {} if memo is None else memo
     try:

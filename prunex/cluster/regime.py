@@ -137,8 +137,8 @@ def oversubscription(world_size: int, cores: int) -> str:
 def _probe_rank(rank: int, world: int, args: dict[str, Any], barrier: Any, out: Any) -> None:
     import torch
 
-    from prunex.training.data import load_dataset, shard_loader
-    from prunex.training.models import build_model
+    from prunex.training.data import load_dataset, shard_loader  # lazy: torch, in the probe's processes only
+    from prunex.training.models import build_model  # lazy: torch, as above
 
     core = bind_to_core(rank)
     torch.manual_seed(args["seed"])
@@ -182,11 +182,9 @@ def probe_compute(
     job on this machine computing at once, bound as the runs are (`bind_to_core`): per rank the
     median over ``iterations`` timed steps after ``warmup``; ``compute_s`` is the slowest rank's
     median (a synchronous step waits for it)."""
-    from prunex.training.data import make_digits
+    from prunex.training.data import default_root, make_digits  # lazy: torch; this module loads without it
 
     if dataset == "digits":  # make the cached dataset once, before the processes read it
-        from prunex.training.data import default_root
-
         make_digits(data_root or default_root())
     world = nodes * procs_per_node
     args = dict(
@@ -245,7 +243,7 @@ def probe_compute(
 def ddp_step_bytes(model: str, nodes: int, procs_per_node: int, bucket_cap_mb: float = 25.0) -> tuple[float, list[int]]:
     """(bytes the busiest node link carries per DDP step, DDP's bucket sizes): the flat ring AllReduce
     of every gradient bucket, as `prunex.comm.cost` prices it (the node's last rank sends across)."""
-    from prunex.training.models import build_model
+    from prunex.training.models import build_model  # lazy: torch; this module loads without it
 
     param_bytes = [p.numel() * 4 for p in build_model(model).parameters()]
     buckets = commcost.ddp_bucket_sizes(param_bytes, int(bucket_cap_mb * 2**20))
@@ -290,7 +288,7 @@ def calibrate(
     bucket_cap_mb: float = 25.0,
 ) -> dict[str, Any]:
     """Probe this machine and choose the link rate: the content of `regime.json`."""
-    from prunex.training.log import hardware_name
+    from prunex.training.log import hardware_name  # lazy: pandas (prunex.training.log), only for the probe
 
     target = target_share()
     probe = probe_compute(nodes, procs_per_node, model, dataset, data_root, batch_size, lr, iterations)

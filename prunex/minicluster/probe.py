@@ -12,11 +12,12 @@ import signal
 import socket
 import time
 
+from .helpers import export_torch_env
+from .wire import link_model_active, node_iface, read_counters
+
 
 def _init_gloo(timeout_s: float):
     import torch.distributed as dist
-
-    from .helpers import export_torch_env
 
     env = export_torch_env()
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=timeout_s))
@@ -31,8 +32,6 @@ def allreduce_probe(nbytes: int = 50_000_000, repeats: int = 2, timeout_s: float
     Returns, per rank, a dict with the best/all timings and the wire deltas.
     """
     import torch
-
-    from .wire import link_model_active, node_iface, read_counters
 
     env, dist = _init_gloo(timeout_s)
     rank, world = dist.get_rank(), dist.get_world_size()

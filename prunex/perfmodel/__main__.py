@@ -24,6 +24,7 @@ from prunex.perfmodel.project import format_projection, gpu_series, plot_project
 from prunex.perfmodel.validate import format_breakdown, format_table, plot_validation, validate, validate_by_op
 from prunex.perfmodel.workload import Options
 from prunex.training.config import DATASET_DEFAULTS, ADMMConfig, RunConfig, TopKConfig
+from prunex.training.log import write_parquet
 
 SWEEP_TIME_HELP = (
     "which time per sweep call the links are fitted on: the slowest member's (the sweep's own fit; default) or "
@@ -133,8 +134,6 @@ def _project(args: argparse.Namespace) -> int:
 
 
 def _loopback(args: argparse.Namespace) -> int:
-    from prunex.training.log import write_parquet
-
     meas, fit = measure_loopback(procs=args.procs)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -41,7 +41,7 @@ from typing import Any
 from prunex.comm.cost import collective_time, crosses, group_size
 from prunex.comm.waitfree import last_arriver_comm
 from prunex.perfmodel.calibrate import CalibrationError, compute_per_sample, network_from_fit, shard_of
-from prunex.perfmodel.formulas import Link, Network
+from prunex.perfmodel.formulas import Link, Network, time_of
 from prunex.perfmodel.workload import (
     Device,
     IterationCost,
@@ -310,8 +310,6 @@ def op_breakdown(run: RunData, net: Network):
     """Per (level, op) of one run: predicted seconds per iteration (critical path), the measured mean
     over the participating ranks, and the last arrivers' seconds (pandas)."""
     import pandas as pd
-
-    from prunex.perfmodel.formulas import time_of
 
     spec = model_spec(run.config["model"])
     works = run_workloads(run, spec, options_of(run.config))

@@ -98,7 +98,7 @@ class ModelSpec:
         """The constrained layers and their keep rates, as `prunex.pruning.constrained_layers` sets them on
         the model (`conv_sparsity`: conv weights matching ``layers``, the RGB stem keeping its 3 channels;
         layers left unconstrained omitted)."""
-        from prunex.pruning.layers import conv_sparsity
+        from prunex.pruning.layers import conv_sparsity  # lazy: torch; the performance model loads without it
 
         out = {}
         for p in self.params:
@@ -118,7 +118,7 @@ def model_spec(name: str) -> ModelSpec:
     import torch
     from torch import nn
 
-    from prunex.training.models import build_model
+    from prunex.training.models import build_model  # lazy: torch, as above
 
     with torch.device("meta"):  # shapes only: no memory, no random initialisation (seconds for ResNet-152)
         model = build_model(name)

@@ -296,7 +296,7 @@ def file_sha256(path: Path) -> str:
 
 def write_checksum(path: Path) -> Path:
     """Write `path`'s SHA-256 beside it (`<path>.sha256`, atomically), so a reader can tell a damaged file."""
-    from prunex.training.log import write_atomic
+    from prunex.training.log import write_atomic  # lazy: pandas (prunex.training.log); importing the export needs none
 
     out = path.with_name(path.name + CHECKSUM_SUFFIX)
     write_atomic(out, f"{file_sha256(path)}  {path.name}\n".encode())
@@ -327,8 +327,8 @@ def load_run_model(
     Raises:
         ExportError: not a finished run directory, or a damaged model file.
     """
-    from prunex.training.log import DONE
-    from prunex.training.models import build_model
+    from prunex.training.log import DONE  # lazy: pandas, as write_checksum
+    from prunex.training.models import build_model  # lazy: torchvision, only to load a run's model
 
     run_dir = Path(run_dir)
     try:
@@ -356,7 +356,7 @@ def test_batches(config: dict[str, Any], limit: int | None, batch_size: int = 25
     """The run's test images (no labels), at most `limit` of them (None: all)."""
     from torch.utils.data import DataLoader, Subset
 
-    from prunex.training.data import load_dataset
+    from prunex.training.data import load_dataset  # lazy: torchvision, only to read test images
 
     data = load_dataset(config["dataset"], config.get("data_root") or None, train=False)
     if limit is not None:
@@ -384,7 +384,7 @@ def export_run(
         ExportError: not a finished run, or a refused mask.
         ExactnessError: logits that differ by more than 1e-5 (relative).
     """
-    from prunex.training.log import write_json
+    from prunex.training.log import write_json  # lazy: pandas, as write_checksum
 
     run_dir = Path(run_dir)
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))

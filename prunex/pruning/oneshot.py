@@ -26,6 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from prunex.pruning.channels import ChannelGraph, trace_channels
+from prunex.pruning.export import compact, count_flops
 from prunex.pruning.project import keep_count
 
 __all__ = ["l1_channel_masks", "apply_masks", "prune_to_flops"]
@@ -77,8 +78,6 @@ def apply_masks(model: nn.Module, masks: dict[str, Tensor]) -> None:
 
 def _flops(model: nn.Module, masks: dict[str, Tensor]) -> int:
     """FLOPs of the exported model of `model` with `masks` applied."""
-    from prunex.pruning.export import compact, count_flops  # export uses this package: import at call time
-
     trial = copy.deepcopy(model)
     apply_masks(trial, masks)
     return count_flops(compact(trial, measure=False)[0])
@@ -98,8 +97,6 @@ def prune_to_flops(model: nn.Module, flops_fraction: float) -> tuple[dict[str, T
         (masks, keep, achieved FLOPs fraction). When even one channel per internal space exceeds
         the target, the smallest such model is returned and its fraction says by how much.
     """
-    from prunex.pruning.export import count_flops
-
     if not 0 < flops_fraction <= 1:
         raise ValueError(f"flops_fraction must be in (0, 1], got {flops_fraction}")
     cg = trace_channels(model)

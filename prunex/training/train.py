@@ -50,13 +50,14 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader, Subset
 
+from prunex.bench.inference import bench_run, describe
 from prunex.cluster.regime import bind_to_core, release_core, usable_cores
 from prunex.cluster.regime import read as read_regime
 from prunex.comm import Comm
 from prunex.methods import method_class
 from prunex.methods.base import Context, Method
 from prunex.minicluster.wire import observed_link_model, read_counters
-from prunex.pruning.export import write_checksum
+from prunex.pruning.export import export_run, summary, write_checksum
 from prunex.training import checkpoint
 from prunex.training.config import RunConfig
 from prunex.training.data import load_dataset
@@ -377,9 +378,6 @@ def export_and_bench(run_dir: Path, device: torch.device, budget_s: float, batch
     Runs on rank 0 after every rank has finished training, with every core of the machine, before
     the run is marked DONE (a failure leaves the run unfinished, and a relaunch redoes only this).
     """
-    from prunex.bench.inference import bench_run, describe
-    from prunex.pruning.export import export_run, summary
-
     cores = release_core()  # --bind-cores: this rank's one core; the other ranks are done with theirs
     if device.type == "cpu" and "OMP_NUM_THREADS" not in os.environ:
         torch.set_num_threads(cores)
