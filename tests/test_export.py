@@ -242,7 +242,7 @@ def test_the_in_job_bench_gets_back_the_cores_a_bound_rank_gave_up(data_root: Pa
     code = (
         "import json, os, sys, torch\n"
         "from pathlib import Path\n"
-        "from prunex import regime, train\n"
+        "from prunex.cluster import regime\nfrom prunex.training import train\n"
         "before = os.sched_getaffinity(0)\n"
         "core = regime.bind_to_core(1)\n"
         "bound = (sorted(os.sched_getaffinity(0)), torch.get_num_threads(), regime.usable_cores())\n"

@@ -1,6 +1,6 @@
 """What this code runs on: the supported Python and torch versions, and whether a torch build can drive a GPU.
 
-    python -c "from prunex import compat; print(compat.TORCH_RANGE)"
+    python -c "from prunex.cluster import compat; print(compat.TORCH_RANGE)"
 
 - **Python >= 3.10**: `zip(strict=True)` and `dataclass(kw_only=True)` are used throughout.
 - **torch >= 2.3, < 3, != 2.7.0.** The floor is set by `dist.init_process_group(device_id=...)`
