@@ -3,6 +3,8 @@ experiments' profiles, so it is `python -m experiments.doctor` (the checks: `pru
 
 import sys
 
+from prunex.cluster.doctor import MOVED
+
 if __name__ == "__main__":
-    print("error: the preflight check is `python -m experiments.doctor` (it reads the profiles)", file=sys.stderr)
+    print(MOVED, file=sys.stderr)
     sys.exit(2)

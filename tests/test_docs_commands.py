@@ -11,6 +11,7 @@ renamed module, a dropped option or a page that was not updated fails.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import re
 import runpy
@@ -81,6 +82,7 @@ def _help(module: str, words: list[str]) -> tuple[int, str]:
     return (0 if code is None else code if isinstance(code, int) else 1), out.getvalue()
 
 
+@functools.cache
 def module_commands() -> dict[tuple[str, tuple[str, ...]], set[str]]:
     """(module, subcommand words) -> the options the pages pass to it."""
     out: dict[tuple[str, tuple[str, ...]], set[str]] = {}

@@ -353,6 +353,8 @@ def main(argv: list[str] | None, profiles: Profiles) -> int:
     return 1 if any(c.status == FAIL for c in checks) else 0
 
 
+MOVED = "error: the preflight check is `python -m experiments.doctor` (it reads the profiles)"
+
 if __name__ == "__main__":
-    print("error: the preflight check is `python -m experiments.doctor` (it reads the profiles)", file=sys.stderr)
+    print(MOVED, file=sys.stderr)
     sys.exit(2)
