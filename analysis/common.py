@@ -46,6 +46,7 @@ from matplotlib.figure import Figure
 
 from analysis import style  # selects the Agg backend before any figure exists
 from prunex.cluster.exits import one_line
+from prunex.comm.waitfree import DEFINITION
 from prunex.training.config import OPERATIONAL, WHO_ASKED
 from prunex.training.log import (
     COMM_COLUMNS,
@@ -109,6 +110,19 @@ CONFIG_TYPES: dict[str, tuple[type, ...]] = {
     "admm": (dict,),
     "link": (dict,),
 }
+REQUIRED = ("method", "model", "dataset", "nodes", "procs_per_node")  # `Run.load` refuses a config without one
+
+
+class _Required:
+    """A `Run` attribute that is the config.json field of its name (one of `REQUIRED`), as its type in
+    `CONFIG_TYPES` (str or int): `run.method` is `str(run.config["method"])`."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        assert name in REQUIRED, f"{name} is not a required config.json field"
+        self.key, self.cast = name, CONFIG_TYPES[name][0]
+
+    def __get__(self, run: Run | None, owner: type | None = None) -> Any:
+        return self if run is None else self.cast(run.config[self.key])
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -137,7 +151,7 @@ class Run:
     @classmethod
     def load(cls, path: Path, experiment: str) -> Run:
         config = _read_json(path / "config.json")
-        missing = [k for k in ("method", "model", "dataset", "nodes", "procs_per_node") if k not in config]
+        missing = [k for k in REQUIRED if k not in config]
         if missing:
             raise LogError(f"{path / 'config.json'}: not a prunex run config, missing keys {missing}")
         for key, types in CONFIG_TYPES.items():
@@ -160,25 +174,12 @@ class Run:
         """The entry is a link to a run under RESULTS/runs (possibly used by other experiments too)."""
         return self.path.is_symlink()
 
-    @property
-    def method(self) -> str:
-        return str(self.config["method"])
-
-    @property
-    def model(self) -> str:
-        return str(self.config["model"])
-
-    @property
-    def dataset(self) -> str:
-        return str(self.config["dataset"])
-
-    @property
-    def nodes(self) -> int:
-        return int(self.config["nodes"])
-
-    @property
-    def procs_per_node(self) -> int:
-        return int(self.config["procs_per_node"])
+    # the fields every run's config.json holds (`REQUIRED`), each of the type `CONFIG_TYPES` checks
+    method = _Required()
+    model = _Required()
+    dataset = _Required()
+    nodes = _Required()
+    procs_per_node = _Required()
 
     @property
     def world_size(self) -> int:
@@ -501,6 +502,14 @@ def fmt_pct(share: float) -> str:
 
 
 # -- captions -------------------------------------------------------------------------------------
+# Figs. 7 and 8 show wait-free communication time (`prunex.comm.waitfree`) with waiting apart: one definition
+# of both for their captions
+WAITFREE_CAPTION = (
+    f"Wait-free: {DEFINITION} (the minimum over the members of its group). Waiting for other ranks: a rank's "
+    "time in collectives beyond the wait-free time, and the whole pre-consensus barrier."
+)
+
+
 def _join(values: Iterable[str], limit: int = 4) -> str:
     uniq = list(dict.fromkeys(values))
     if len(uniq) <= limit:

@@ -21,7 +21,7 @@ Kept in the csv for comparison: `comm_s`, the time a rank spent in collectives (
 comm_s, mean over ranks) minus the barrier, and `wait_s`, the barrier seconds (mean over ranks):
 the quantities this figure plotted before waits were separated.
 
-Medians (legend, summary, and the claims in `analysis.measurements`) leave out a run's iteration 0
+Medians (legend, summary, and the claims in `analysis.claims.latency`) leave out a run's iteration 0
 when the run has more: it holds one-off costs (DDP's initial parameter broadcast, connection set-up)
 that the paper's steady-state numbers do not; the paper does not say which iterations it plots.
 """
@@ -35,17 +35,15 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis import style
-from analysis.common import Experiment, cli, figure_spec, runs_with
-from prunex.comm.waitfree import DEFINITION, WAIT_OPS, last_arriver_comm
+from analysis.common import WAITFREE_CAPTION, Experiment, cli, figure_spec, runs_with
+from prunex.comm.waitfree import WAIT_OPS, last_arriver_comm
 
 COLUMNS = ["run_id", "method", "model", "iteration", "waitfree_comm_s", "comm_s", "wait_s"]
 CAPTION = (
-    f"Wait-free communication time per iteration: {DEFINITION} (the minimum over the group's members), "
-    "the slowest of groups running side by side, summed over the iteration; time spent waiting for other "
-    "ranks (inside collectives and at the pre-consensus barrier) is left out. The csv keeps comm_s (seconds "
-    "in collectives, mean over ranks, barrier excluded) and wait_s (barrier, mean over ranks) for "
-    "comparison. Medians leave out iteration 0. Box: median, quartiles, 1.5 IQR whiskers, outliers. "
-    "Dashed: partial runs."
+    "Wait-free communication time per iteration: the slowest of groups running side by side, summed over the "
+    f"iteration; waiting is left out. {WAITFREE_CAPTION} The csv keeps comm_s (seconds in collectives, mean "
+    "over ranks, barrier excluded) and wait_s (barrier, mean over ranks) for comparison. Medians leave out "
+    "iteration 0. Box: median, quartiles, 1.5 IQR whiskers, outliers. Dashed: partial runs."
 )
 PLOTTED = "waitfree_comm_s"
 

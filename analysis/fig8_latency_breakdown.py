@@ -32,17 +32,15 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis import style
-from analysis.common import Experiment, cli, figure_spec
-from prunex.comm.waitfree import DEFINITION, WAIT_OPS, wait_split
+from analysis.common import WAITFREE_CAPTION, Experiment, cli, figure_spec
+from prunex.comm.waitfree import WAIT_OPS, wait_split
 from prunex.paper import FIG8_SHARE_PCT
 
 COLUMNS = ["source", "run_id", "model", "category", "seconds_per_rank", "share_pct", "share_of_three_pct"]
 CAPTION = (
-    f"Wait-free seconds per collective ({DEFINITION}) summed per rank and averaged over all ranks; 'wait "
-    "for other ranks' is every rank's time in collectives beyond the wait-free time plus the whole "
-    "pre-consensus barrier. Upper bar of a run: share of all communication time, waiting included; lower "
-    "bar: share among the paper's three categories (share_of_three_pct in the csv), the one compared with "
-    "the paper."
+    f"Seconds per collective and rank, averaged over all ranks. {WAITFREE_CAPTION} Upper bar of a run: share of "
+    "all communication time, waiting included; lower bar: share of the wait-free time among the paper's three "
+    "categories (share_of_three_pct in the csv), the one compared with the paper."
 )
 
 CATEGORIES = list(style.CATEGORY_COLORS)
@@ -64,7 +62,7 @@ def category(level: str, op: str) -> str:
 
 
 def paper_shares() -> dict[str, float]:
-    """Fig. 8's shares (`prunex.paper.FIG8_SHARE_PCT`, which `analysis.claims` checks too)."""
+    """Fig. 8's shares (`prunex.paper.FIG8_SHARE_PCT`, which `analysis.claims.latency` checks too)."""
     return dict(FIG8_SHARE_PCT)
 
 

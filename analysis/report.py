@@ -2,9 +2,9 @@
 
     python -m analysis.report --results results --out figures
 
-The report's rendering: the measurements are `analysis.measurements` (each claim holds its
-function), the verdicts `analysis.verdicts`; this module writes them out. Writes `OUT/claims.csv`
-(one row per claim: paper value, measured value with the profile,
+The report's rendering: the measurements are the functions the claims name (`analysis.claims`, one
+module per topic; the logs they read are `analysis.measurements.Logs`), the verdicts `analysis.verdicts`; this
+module writes them out. Writes `OUT/claims.csv` (one row per claim: paper value, measured value with the profile,
 hardware, topology and link model it was measured on, ratio, verdict) and `OUT/REPORT.md` (the
 same table, the runs found, where the paper contradicts itself, and every figure present in OUT
 with a one-line reading). Verdicts:
@@ -44,9 +44,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.claims import CONTRADICTIONS
+from analysis.claims import CONTRADICTIONS, FACTOR_TOLERANCE, PAPER_COUNTS
 from analysis.common import LogError, load_experiment, runs_with, shared_runs
-from analysis.measurements import EXPERIMENTS, PAPER_COUNTS, SPECS, Logs
+from analysis.measurements import EXPERIMENTS, SPECS, Logs
 from analysis.verdicts import (
     ERROR,
     INCOMPLETE,
@@ -63,6 +63,7 @@ from analysis.verdicts import (
     projection_table,
     regime_table,
 )
+from prunex.paper import FIG7_PER_SYNC_X
 
 __all__ = [  # the verdicts and tables callers read through the report
     "ERROR",
@@ -253,8 +254,6 @@ def regime_section(logs: Logs, out: Path) -> list[str]:
 
 
 MODEL_TOLERANCE = 0.15  # issue 16: the model's iteration time within 15% of every method's runs at 1 process per node
-PAPER_PER_SYNC_X = 5.0  # sec. 5.3.2: DDP ~0.50 s per iteration vs PruneX ~0.10 s
-FACTOR_TOLERANCE = 0.25  # a factor claim is reproduced within +-25% of the paper's factor (analysis.claims)
 
 
 def model_validation_section(results: Path, out: Path) -> list[str]:
@@ -316,7 +315,7 @@ def exchange_section(results: Path, out: Path) -> list[str]:
     except (OSError, ValueError, pd.errors.ParserError) as e:
         return ["", "## Per-synchronisation ratio with each exchange option", "", f"error: {path}: {e}", ""]
     df.to_csv(out / "exchange.csv", index=False)
-    lo, hi = PAPER_PER_SYNC_X * (1 - FACTOR_TOLERANCE), PAPER_PER_SYNC_X * (1 + FACTOR_TOLERANCE)
+    lo, hi = FIG7_PER_SYNC_X * (1 - FACTOR_TOLERANCE), FIG7_PER_SYNC_X * (1 + FACTOR_TOLERANCE)
     md = [
         "",
         "## Per-synchronisation ratio with each exchange option (paper: 5x)",

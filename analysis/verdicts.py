@@ -1,4 +1,4 @@
-"""Verdicts: each claim's measurement (`analysis.measurements`) against the paper's value and tolerance.
+"""Verdicts: each claim's measurement (its `measure`, `analysis.claims`) against the paper's value and tolerance.
 
     python -m analysis.report --results results --out figures   # writes claims.csv and REPORT.md
 
@@ -17,7 +17,7 @@ the detail and left out of that decision. The paper gives one value per claim, n
 is our choice of the value to show, not part of the verdict.
 
 `regime_table` is the regime check (`regime.csv`, REPORT.md's "Regime" section): the share of DDP's
-iteration spent communicating (wait-free, `analysis.measurements.ddp_shares`) against the target
+iteration spent communicating (wait-free, `analysis.claims.latency.ddp_shares`) against the target
 of a regime-matched profile's `regime.json`, `within` or `outside` +-25% (relative), or not decidable
 when DDP runs (repeats) fall on both sides.
 """
@@ -32,8 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis import measurements as measure
-from analysis.claims import CLAIMS, Claim
+from analysis.claims import CLAIMS, PAPER_COUNTS, Claim, ddp_shares, strong_scaling
 from analysis.common import LogError, Run, read_regime
 from analysis.measurements import EXPERIMENTS, Logs
 from analysis.scaling import read_projections
@@ -276,9 +275,9 @@ PROJECTION_COLUMNS = [
 def projection_table(results: Path) -> pd.DataFrame:
     """The paper's Fig. 9 claims against every projection table under RESULTS/perfmodel that has the
     paper's 8 and 64 GPU counts (module docstring)."""
-    lo, hi = measure.PAPER_COUNTS
+    lo, hi = PAPER_COUNTS
     rows = []
-    scaling = [c for c in CLAIMS if c.measure is measure.scaling]
+    scaling = [c for c in CLAIMS if c.measure is strong_scaling.scaling]
     for path, df in read_projections(results):
         for (cluster, model), g in df.groupby(["cluster", "model"], sort=False):
             t = g.set_index(["method", "gpus"])["epoch_s"]
@@ -370,7 +369,7 @@ def regime_table(logs: Logs) -> pd.DataFrame:
     runs = [r for name in EXPERIMENTS for r in logs.exp(name).runs]
     regime = read_regime(logs.results, runs) or {}
     probe = regime.get("probe") if isinstance(regime.get("probe"), dict) else {}
-    shares = measure.ddp_shares(logs)
+    shares = ddp_shares(logs)
     values = [s.share for s in shares if s.share == s.share]
     target = _float(regime, "target_share")
     row: dict[str, object] = {

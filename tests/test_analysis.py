@@ -210,6 +210,41 @@ def test_fig13_masks_are_the_final_masks(rendered: tuple[Path, Path, list[str]])
     assert (df["flops_fraction_pct"] == 45.0).all()
 
 
+def test_claims_are_written_with_keywords_and_name_their_measures() -> None:
+    """Issue 28: a claim's fields are named where it is written (no positional `Claim(...)`), every claim is in
+    the one table (`analysis.claims.table`) and measures with a function of its topic's module of
+    `analysis.claims`; the paper's numbers that several claims use are `prunex.paper`'s."""
+    import ast
+    import dataclasses
+
+    from analysis import claims as claims_pkg
+    from analysis.claims.base import Claim
+    from prunex.paper import FIG7_LATENCY_S, MODELS
+
+    with pytest.raises(TypeError):
+        Claim("x", "sec. 1", "a claim", 1.0, "%", "", CLAIMS[0].measure)  # type: ignore[misc]
+    assert dataclasses.fields(Claim) and all(f.kw_only for f in dataclasses.fields(Claim))
+    folder = Path(claims_pkg.__file__).parent
+    positional = [
+        f"{path.name}:{node.lineno}"
+        for path in sorted(folder.glob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call)
+        and ast.unparse(node.func) in ("Claim", "Contradiction", "partial")
+        and node.args[1 if ast.unparse(node.func) == "partial" else 0 :]
+    ]
+    assert positional == []
+    topics = {f"analysis.claims.{p.stem}" for p in folder.glob("*.py")} - {
+        f"analysis.claims.{m}" for m in ("__init__", "base", "table", "contradictions")
+    }
+    assert {c.measure.__module__ for c in CLAIMS} == topics
+    by_id = claims_pkg.CLAIMS_BY_ID
+    for model, paper in MODELS.items():
+        assert by_id[f"params_{model}"].paper_value == paper.params_m
+        assert by_id[f"volume_{paper.tag}_ddp"].paper_value == paper.volume_gb["ddp"]
+    assert by_id["latency_prunex"].paper_value == FIG7_LATENCY_S["hsadmm"]
+
+
 def test_claims(rendered: tuple[Path, Path, list[str]]) -> None:
     _, out, _ = rendered
     claims = pd.read_csv(out / "claims.csv").set_index("claim_id")
