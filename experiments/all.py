@@ -39,7 +39,7 @@ EXPERIMENTS = (
 def dry_run(args: argparse.Namespace, names: list[str]) -> int:
     """Every experiment's runs with their Slurm parameters and estimated GPU-hours, then the total over
     the distinct trainings: experiments asking for the same training share one run
-    (`prunex.cluster.launch.run_dir_for`), trained once, so it is counted once."""
+    (`prunex.cluster.rundir.run_dir_for`), trained once, so it is counted once."""
     try:
         slurm = cli.slurm_options(args)
         runs, noted, distinct = 0, set(), {}

@@ -11,7 +11,7 @@ nothing. Device and cluster options (`--device --site --account --partition --ti
 would train nothing, no account on a real Slurm) is one line and exit code 2 before anything is
 submitted.
 
-A run is identified by its training configuration (`prunex.cluster.launch.run_dir_for`): a run another
+A run is identified by its training configuration (`prunex.cluster.rundir.run_dir_for`): a run another
 experiment already trained is not trained again, only linked as `RESULTS/<experiment>/<name>`.
 
 The driver can be stopped and started again at any point (it holds no state a re-run needs):
@@ -41,23 +41,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from experiments.common import PROFILE_NAMES, Profile, profile
+from prunex.cluster.executor import submitit_parameters
 from prunex.cluster.exits import one_line, refuse
 from prunex.cluster.interrupt import Interrupted, interruptible, last_signal
-from prunex.cluster.launch import (
-    SubmitInterrupted,
-    interrupted,
-    launch,
-    preflight,
-    run_dir_for,
-    submission_key,
-    submit,
-    submitit_parameters,
-    wait_all,
-)
+from prunex.cluster.launch import SubmitInterrupted, interrupted, launch, submission_key, submit, wait_all
 from prunex.cluster.lock import LockHeld, results_lock
 from prunex.cluster.options import add_config_options
+from prunex.cluster.preflight import preflight
 from prunex.cluster.regime import REGIME_ENV, REGIME_FILE
 from prunex.cluster.regime import read as read_regime
+from prunex.cluster.rundir import run_dir_for
 from prunex.cluster.slurm import (
     SlurmOptions,
     add_cluster_options,

@@ -31,9 +31,10 @@ import sys
 
 from prunex.cluster.exits import refuse
 from prunex.cluster.interrupt import Interrupted, interruptible, last_signal
-from prunex.cluster.launch import experiment_path, launch
+from prunex.cluster.launch import launch
 from prunex.cluster.lock import LockHeld
 from prunex.cluster.options import add_config_options, config_from_args
+from prunex.cluster.rundir import experiment_path
 from prunex.cluster.slurm import add_cluster_options, check_submission, slurm_options_from_args
 from prunex.training.config import ArgumentParser, ConfigError
 

@@ -168,7 +168,7 @@ def train_on_pool(config: Any, timeout_s: float = 300.0) -> Path:
     the tables, model and DONE a launched job leaves. No process is started for it: for the modules that test
     what a method logs and sends; the launch around it (submitit, the job's own processes, signals) is
     tested end to end by tests/test_resume.py, tests/faults/ and tests/minicluster/."""
-    from prunex.cluster.launch import run_dir_for
+    from prunex.cluster.rundir import run_dir_for
 
     run_dir = run_dir_for(config)
     run_distributed(_train_rank, config.world_size, config, str(run_dir), timeout_s=timeout_s)

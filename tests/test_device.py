@@ -133,7 +133,7 @@ def test_a_rank_that_never_reports_ends_the_others_in_bounded_time() -> None:
 def test_a_scheduler_set_cuda_visible_devices_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     """Task 5 of 2 nodes x 4, to which Slurm bound GPU 3 (--gpus-per-task=1): submitit's own export
     would overwrite CUDA_VISIBLE_DEVICES with the local rank (1), a GPU this task does not own."""
-    from prunex.cluster.launch import export_job_env
+    from prunex.cluster.task import export_job_env
     from prunex.training.topology import discover
 
     for k in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):

@@ -13,7 +13,7 @@ from experiments import all as all_experiments
 from experiments import cli, wire_dtype
 from experiments.common import PROFILE_NAMES, profile
 from experiments.time_to_accuracy import runs as tta_runs
-from prunex.cluster.launch import run_dir_for
+from prunex.cluster.rundir import run_dir_for
 from prunex.training.config import ConfigError, RunConfig
 
 MODULES = all_experiments.EXPERIMENTS

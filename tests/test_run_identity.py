@@ -14,7 +14,7 @@ import pytest
 from analysis import fig5a_time_to_accuracy, fig7_latency, report
 from analysis.common import load_experiment, render
 from experiments import cli
-from prunex.cluster.launch import experiment_path, link_run, run_dir_for
+from prunex.cluster.rundir import experiment_path, link_run, run_dir_for
 from prunex.training.config import ADMMConfig, ConfigError, RunConfig
 from prunex.training.log import export_logs
 

@@ -20,7 +20,7 @@ from experiments import all as all_experiments
 from experiments import cli
 from prunex import run as prunex_run
 from prunex.cluster.estimate import EstimateError, estimate_run
-from prunex.cluster.launch import submitit_parameters
+from prunex.cluster.executor import submitit_parameters
 from prunex.cluster.sites import TimeLimitPolicy, load_site
 from prunex.cluster.slurm import SlurmOptions, check_submission, executor_parameters, parse_sbatch
 from prunex.training.config import ConfigError, RunConfig

@@ -7,7 +7,7 @@ Run (on a mini cluster, ``eval "$(python -m prunex.minicluster env)"`` first, or
         [--out results/bench/collectives.parquet]
 
 The sweep runs as one job of ``nodes x procs_per_node`` tasks submitted through the launcher's own path
-(:func:`prunex.cluster.launch.make_executor`: submitit's SlurmExecutor, or the LocalExecutor with ``--executor local``
+(:func:`prunex.cluster.executor.make_executor`: submitit's SlurmExecutor, or the LocalExecutor with ``--executor local``
 where nodes are emulated on one machine and inter-node collectives are delayed by the ``alpha-beta`` link
 model of :class:`prunex.comm.collectives.AlphaBetaLink`).  Every task builds the job's intra, inter and flat
 groups exactly as training does (:func:`prunex.training.topology.build_groups`) and times every collective with the
@@ -81,7 +81,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from prunex.cluster.executor import make_executor
 from prunex.cluster.regime import usable_cores
+from prunex.cluster.slurm import SlurmOptions
 from prunex.comm.cost import FIT_WEIGHTINGS
 from prunex.minicluster import MiniCluster
 from prunex.minicluster.cluster import parse_rate
@@ -242,7 +244,7 @@ def _resolves(host: str | None) -> bool:
 
 
 class BenchJob:
-    """What every task of the benchmark job runs (picklable; submitted like :class:`prunex.cluster.launch.TrainJob`)."""
+    """What every task of the benchmark job runs (picklable; submitted like :class:`prunex.cluster.task.TrainJob`)."""
 
     def __init__(self, spec: dict[str, Any]) -> None:
         self.spec = dict(spec)
@@ -376,8 +378,6 @@ def run(
     echo: bool = True,
 ):
     """Submit the sweep as one job and return the measurement table (a pandas DataFrame)."""
-    from prunex.cluster.launch import SlurmOptions, make_executor  # lazy: torch (prunex.training.checkpoint)
-
     if executor == "auto":
         executor = "slurm" if _slurm_answers() else "local"
     if executor not in ("slurm", "local"):

@@ -51,7 +51,7 @@ from dataclasses import replace
 
 from prunex.comm.cost import crosses, ring_bytes
 from prunex.comm.waitfree import per_call
-from prunex.minicluster.cluster import STATE_FILE
+from prunex.minicluster.accounting import STATE_FILE
 from prunex.perfmodel.calibrate import load_cluster
 from prunex.perfmodel.formulas import time_of
 from prunex.perfmodel.workload import Options, Workload, ddp_workload, hsadmm_workload, kept_from_keep, model_spec

@@ -1,311 +1,58 @@
-"""Launching a run with submitit: one code path for a laptop and for Slurm.
-
-- `debug`: submitit's DebugExecutor, one process in the foreground (1 x 1 topologies).
-- `local`: submitit's LocalExecutor, M x P processes on this machine (nodes emulated blockwise).
-- `slurm`: submitit's SlurmExecutor, `nodes=M`, `tasks_per_node=P`, one GPU per task unless the run
-  is on the CPU. What Slurm is asked for (partition, account, GPUs, CPUs, memory, setup, time
-  limit from the performance model) comes from `prunex.cluster.slurm.SlurmOptions`: a site preset
-  (`--site puhti`), the `PRUNEX_SLURM_*` environment, command-line options. `make_executor` refuses
-  an unsubmittable run first (`prunex.cluster.slurm.check_submission`: no account, a torch that cannot run
-  on the site's GPUs), and a refused `sbatch` is one line with Slurm's message (`SubmitError`).
-
-Each task runs `TrainJob`, which checks that its job is the one the run directory records
-(`prunex.cluster.lock.job_owns_run`), exports torch.distributed's env:// variables with
-`submitit.helpers.TorchDistributedEnvironment` and calls `prunex.training.train.train`. It never writes
-`CUDA_VISIBLE_DEVICES`: a value the scheduler set (one GPU bound per task, or the node's GPUs) is
-kept, and `prunex.training.device` picks the GPU among those the task sees.
-
-Run identity: a run lives in `RESULTS/runs/<shared id>` (`run_dir_for`), named by its resolved
-training configuration (`RunConfig.shared_id`), not by the experiment that asks for it. Each
-experiment refers to it as `RESULTS/<experiment>/<name>`, a relative symbolic link made by
-`preflight` (`link_run`), so two experiments asking for the same training share one run, trained
-once, and the analysis finds it under either name.
+"""Launching runs with submitit, one code path for a laptop and for Slurm: submit, reattach, wait.
 
 `launch` (one run) and `submit` + `wait_all` (many, for the experiment driver) claim each run
 before submitting (`prunex.cluster.lock.claim_run`): a run a live Slurm job trains is reattached to, never
 submitted twice; a finished run is skipped; a run whose job is gone is submitted again and resumes
-from its checkpoints. Ctrl-C/SIGTERM while waiting cancels the jobs (or, with `detach`, leaves
-Slurm jobs running) and raises `prunex.cluster.interrupt.Interrupted` with the line to print.
+from its checkpoints. Runs of one shape and time limit go out as one job array (`submission_key`). A
+refused `sbatch` is one line with Slurm's message (`prunex.cluster.slurm.SubmitError`). Waiting echoes
+rank 0's progress and names the rank whose error caused a failure (`source_error`); a rank that failed
+while the others still run ends its job after `FAILED_RANK_GRACE_S`. Ctrl-C/SIGTERM while waiting
+cancels the jobs (or, with `detach`, leaves Slurm jobs running) and raises
+`prunex.cluster.interrupt.Interrupted` with the line to print (`interrupted`).
+
+Around it, each in its own module: the executor and its parameters (`prunex.cluster.executor`), where a
+run lives (`prunex.cluster.rundir`), the refusals before anything is launched (`prunex.cluster.preflight`),
+what each task of a job runs (`prunex.cluster.task.TrainJob`).
 """
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import signal
-import socket
 import sys
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import submitit
 
 from prunex.cluster import jobs
+from prunex.cluster.executor import make_executor, submitit_parameters
 from prunex.cluster.interrupt import Interrupted, deferred, last_signal, resume_hint
-from prunex.cluster.lock import RunClaim, claim_run, job_owns_run, record_job, release_claim
-from prunex.cluster.slurm import (
-    SlurmOptions,
-    SubmitError,
-    check_submission,
-    executor_parameters,
-    on_minicluster,
-    submission,
-)
-from prunex.methods.registry import method_info
-from prunex.minicluster.helpers import adapt_slurm_params, export_torch_env
+from prunex.cluster.lock import RunClaim, claim_run, record_job, release_claim
+from prunex.cluster.preflight import check_start, preflight
+from prunex.cluster.rundir import run_dir_for
+from prunex.cluster.slurm import SlurmOptions, SubmitError, submission
+from prunex.cluster.task import TrainJob  # also what jobs pickled before it moved to task unpickle as
 from prunex.training import checkpoint
 from prunex.training.checkpoint import newest_common_iteration
-from prunex.training.config import SHARED_RUNS_DIR, ConfigError, RunConfig
+from prunex.training.config import ConfigError, RunConfig
 from prunex.training.log import DONE
 
-__all__ = [  # SlurmOptions, SubmitError and executor_parameters live in prunex.cluster.slurm; importable from here too
-    "SlurmOptions",
-    "SubmitError",
+__all__ = [
+    "CANCEL_WAIT_S",
+    "FAILED_RANK_GRACE_S",
+    "SubmitInterrupted",
     "Submitted",
-    "TrainJob",
-    "executor_parameters",
-    "experiment_path",
-    "export_job_env",
+    "failed_ranks",
+    "interrupted",
     "launch",
-    "link_run",
-    "make_executor",
-    "preflight",
-    "run_dir_for",
+    "source_error",
+    "submission_key",
     "submit",
-    "submitit_parameters",
     "wait",
     "wait_all",
 ]
-
-
-def submitit_parameters(config: RunConfig, slurm: SlurmOptions | None = None) -> tuple[dict[str, Any], list[str]]:
-    """Exactly what `make_executor` passes to submitit's `update_parameters`, and the notes it prints.
-    On a mini cluster (no GPUs) GPU requests are dropped with a visible note, so the `paper`
-    profile's Slurm parameters resolve there too."""
-    params = executor_parameters(config, slurm)
-    notes: list[str] = []
-    if config.executor == "slurm" and on_minicluster():
-        params, notes = adapt_slurm_params(params)
-    return params, notes
-
-
-def make_executor(config: RunConfig, folder: str | Path, slurm: SlurmOptions | None = None) -> submitit.Executor:
-    """A submitit executor for the run, after `prunex.cluster.slurm.check_submission` (one-line refusals). On a
-    mini cluster (no GPUs) GPU requests are dropped with a visible note, so the `paper` profile's Slurm
-    parameters resolve there too. The local executor is `prunex.cluster.jobs.LocalGroupExecutor`: the job is a
-    process group that dies with its launcher."""
-    check_submission(config, slurm)
-    params, notes = submitit_parameters(config, slurm)
-    if config.executor == "local":
-        executor: submitit.Executor = jobs.LocalGroupExecutor(folder=str(folder))
-        executor.update_parameters(**{k: v for k, v in params.items() if k != "name"})
-        return executor
-    cluster = {"debug": "debug", "slurm": "slurm"}[config.executor]
-    executor = submitit.AutoExecutor(folder=str(folder), cluster=cluster)
-    for note in notes:
-        print(f"[{config.name}] note: {note}", file=sys.stderr, flush=True)
-    executor.update_parameters(**params)
-    return executor
-
-
-def run_dir_for(config: RunConfig) -> Path:
-    """The run's directory: one per training configuration, shared by every experiment asking for it."""
-    return Path(config.results).resolve() / SHARED_RUNS_DIR / config.shared_id
-
-
-def experiment_path(config: RunConfig) -> Path:
-    """Where the asking experiment finds the run: `RESULTS/<experiment>/<name>`, a link to `run_dir_for`."""
-    return Path(config.results).resolve() / config.experiment / config.run_id
-
-
-def link_run(config: RunConfig) -> Path:
-    """Make (or repoint) the experiment's relative link to the run directory; returns the link.
-
-    A link to another run (the experiment now asks for a different training) is replaced
-    atomically; the old run stays under RESULTS/runs. A real directory there is a run of the layout
-    before shared runs: it is left alone and refused with one line.
-    """
-    link, target = experiment_path(config), run_dir_for(config)
-    rel = Path(os.path.relpath(target, link.parent))
-    if link.is_symlink():
-        if Path(os.readlink(link)) == rel:
-            return link
-    elif link.exists():
-        raise ConfigError(
-            f"{link} is a run directory of the layout before shared runs (RESULTS/{SHARED_RUNS_DIR}/...): "
-            "move it away or use another --results"
-        )
-    link.parent.mkdir(parents=True, exist_ok=True)
-    tmp = link.parent / f".{link.name}.{uuid.uuid4().hex[:8]}.link"
-    os.symlink(rel, tmp)
-    os.replace(tmp, link)
-    return link
-
-
-def _resolves(host: str) -> bool:
-    try:
-        socket.gethostbyname(host)
-        return True
-    except OSError:
-        return False
-
-
-class TrainJob(submitit.helpers.Checkpointable):
-    """What each task of a submitted job runs.
-
-    Preemption and time limits: submitit's signal (USR2 by default, `--signal=USR2@90` on Slurm)
-    is deferred (`checkpoint.Preemption`): the ranks agree at the next evaluation point, write a
-    checkpoint there and stop; then submitit's own handler runs on rank 0 (it calls `checkpoint()`,
-    the inherited one: the same job with the same arguments, and requeues it), and every other rank
-    exits as submitit's handler makes rank 0 exit. The requeued job resumes from that checkpoint.
-    """
-
-    def __init__(self, config: RunConfig, run_dir: str) -> None:
-        self.config, self.run_dir = config, run_dir
-
-    def __call__(self) -> str:
-        if self.config.executor == "local":
-            # a local job ends with its launcher (prunex.cluster.jobs); SIGTERM ends a local rank (submitit
-            # bypasses it for Slurm preemption, which does not exist here)
-            jobs.die_with_parent(int(os.environ["SUBMITIT_LOCAL_JOB_ID"]))
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        if self.config.executor != "debug":  # one job per run: this job must be the run's recorded one
-            job_owns_run(self.run_dir, submitit.JobEnvironment().job_id)
-        if self.config.executor == "slurm":
-            # a port in the submitting shell's environment (sbatch exports it) would be every job's: two jobs
-            # on one node would collide (EADDRINUSE); submitit derives one from the job id without it
-            os.environ.pop("MASTER_PORT", None)
-        driver_env = dict(os.environ) if self.config.executor == "debug" else None
-        export_job_env()
-        if self.config.executor == "debug":
-            # one process, in the driver's own process: submitit's debug environment gives every job the same
-            # port, which a previous in-process job's store (or anything else) may still hold (EADDRINUSE)
-            os.environ["MASTER_PORT"] = str(jobs.free_port())
-        from prunex.training.train import train  # lazy: the whole trainer, loaded only when the job runs
-
-        preemption = checkpoint.Preemption.install()
-        try:
-            return str(train(self.config, self.run_dir))
-        except checkpoint.Preempted:
-            if preemption is None:
-                raise
-            preemption.hand_over()  # rank 0: submitit requeues and exits; the others exit here
-            sys.exit(-1)
-        finally:
-            if preemption is not None:
-                preemption.uninstall()  # submitit's handler back in place (a no-op after hand_over)
-            if driver_env is not None:  # the debug job's RANK, MASTER_PORT, ... must not leak into the driver's
-                os.environ.clear()  # later submissions (sbatch exports the driver's environment)
-                os.environ.update(driver_env)
-
-
-def export_job_env() -> None:
-    """In a task: `TorchDistributedEnvironment().export()` (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT,
-    ...) plus, on a mini cluster node, the launch node's address as MASTER_ADDR (node names do not
-    resolve) and the node's interface for gloo. `CUDA_VISIBLE_DEVICES` is left as the scheduler set
-    it (submitit's export would overwrite it with the local rank, the wrong GPU where the scheduler
-    already bound one per task); `prunex.training.device` picks among the GPUs the task sees."""
-    env = export_torch_env(set_cuda_visible_devices=False)
-    if not _resolves(env.master_addr) and os.environ.get("SLURM_LAUNCH_NODE_IPADDR"):
-        os.environ["MASTER_ADDR"] = os.environ["SLURM_LAUNCH_NODE_IPADDR"]
-
-
-def check_iterations(config: RunConfig, sizes: dict[tuple[str, str, int], int] | None = None) -> None:
-    """Refuse a configuration that would train nothing: every rank's shard must hold a mini-batch
-    (`prunex.training.data.batches_per_epoch`, the sharding `shard_loader` does). `sizes`: a memo of
-    training-set sizes shared by the runs of one driver."""
-    from prunex.training.data import batches_per_epoch, train_size  # lazy: torchvision, only to check a run
-
-    key = (config.dataset, config.data_root, config.train_subset)
-    sizes = {} if sizes is None else sizes
-    if key not in sizes:
-        sizes[key] = train_size(*key)
-    n = sizes[key]
-    if batches_per_epoch(n, config.world_size, config.batch_size) == 0:
-        used = (
-            f"--train-subset {config.train_subset} leaves {n}" if config.train_subset else f"{config.dataset} has {n}"
-        )
-        raise ConfigError(
-            f"run {config.name} would train 0 iterations: {used} training images for {config.world_size} ranks, "
-            f"so every rank's shard is empty; use at least {config.world_size} images or fewer ranks"
-        )
-
-
-def check_layers(config: RunConfig, memo: dict | None = None) -> None:
-    """Refuse `--layers GLOB` when it matches no convolution weight of the model: nothing would be pruned
-    (the model is built on the meta device: no memory, no weights). `memo`: checked (model, glob) pairs."""
-    glob = config.admm.layers
-    if glob is None or "admm" not in method_info(config.method).reads:
-        return
-    memo = {} if memo is None else memo
-    if (config.model, glob) in memo:
-        return
-    import fnmatch
-
-    import torch  # the model's layer names: only for a run that names layers
-
-    from prunex.training.models import build_model  # lazy: torchvision, only for a run that names layers
-
-    with torch.device("meta"):
-        model = build_model(config.model)
-    convs = [f"{n}.weight" for n, m in model.named_modules() if isinstance(m, torch.nn.Conv2d)]
-    if not any(fnmatch.fnmatchcase(name, glob) for name in convs):  # the match of prunex.pruning.layers
-        raise ConfigError(
-            f"--layers {glob!r} matches no convolution weight of {config.model}, so nothing would be pruned; "
-            f"its {len(convs)} are named like {', '.join(convs[:3])} (fnmatch, case-sensitive)"
-        )
-    memo[(config.model, glob)] = True
-
-
-def check_start(config: RunConfig) -> None:
-    """`--init-from RUN` names a finished run of the same experiment: refused in one line otherwise, before
-    anything is made (experiments submit a run after the runs it depends on have finished)."""
-    if not config.init_from:
-        return
-    from prunex.pruning.export import ExportError, verify_checksum  # torch.export and the channel graph: only here
-
-    start = Path(config.results).resolve() / config.experiment / config.init_from
-    if not (start / DONE).exists():
-        raise ConfigError(f"--init-from {config.init_from}: {start} is not a finished run (no DONE)")
-    try:
-        verify_checksum(start / "final_model.pt")
-    except ExportError as e:
-        raise ConfigError(f"--init-from {config.init_from}: {e}") from None
-
-
-def preflight(config: RunConfig, memo: dict | None = None) -> Path:
-    """Checks before anything is launched or written: the dataset (digits made once), a configuration
-    that trains at least one iteration, then a writable run directory, linked from the asking
-    experiment (`link_run`). Returns the run dir. `memo`:
-    shared by the runs of one driver, so that each dataset is checked once."""
-    from prunex.training.data import DatasetMissing, load_dataset  # lazy: torchvision, only to check a run
-
-    memo = {} if memo is None else memo
-    try:
-        if (config.dataset, config.data_root) not in memo:
-            load_dataset(config.dataset, config.data_root, train=False)  # also makes digits once
-            memo[(config.dataset, config.data_root)] = True
-        check_iterations(config, memo.setdefault("train_sizes", {}))
-        check_layers(config, memo.setdefault("layers", {}))
-    except DatasetMissing as e:
-        raise ConfigError(str(e)) from None
-    run_dir = run_dir_for(config)
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        probe = run_dir / ".write-test"
-        probe.write_text("ok")
-        probe.unlink()
-    except OSError as e:
-        raise ConfigError(
-            f"results path {config.results!r} is not writable: {e.strerror}; use another --results "
-            f"or make it writable (chmod u+w {Path(config.results).resolve()})"
-        ) from None
-    link_run(config)
-    return run_dir
 
 
 def _clear_leftovers(run_dir: Path) -> None:

@@ -7,14 +7,8 @@ import shlex
 import signal
 import sys
 
-from .cluster import (
-    DEFAULT_DIR,
-    MiniCluster,
-    MiniClusterError,
-    down_all,
-    missing_requirements,
-    requirements_message,
-)
+from .cluster import DEFAULT_DIR, MiniCluster, down_all
+from .host import MiniClusterError, missing_requirements, requirements_message
 
 
 def _interrupt(signum, frame):  # SIGINT/TERM/HUP: `up` then tears down what it made

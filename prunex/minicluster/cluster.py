@@ -8,8 +8,13 @@ Layout (all names derived from a short hash ``h`` of the cluster directory's abs
         node i), slurmd -N pxc<h>n<i> (port P+1), its slurmstepds and the job's tasks
 
 Slurm runs with ``SLURM_CONF=<dir>/etc/slurm.conf`` and munge with its own key and socket in the directory;
-nothing under /etc is touched.  ``<dir>/cluster.json`` records what was created, so ``down`` (or the next
-``up``) can remove a cluster whose session was killed.
+nothing under /etc is touched.
+
+This module brings a cluster up (network, configuration, munge, slurmctld, the slurmds) and tears it down
+(`MiniCluster.down`, `down_all`). What a cluster made and what of it is still there (``<dir>/cluster.json``,
+so that ``down``, or the next ``up``, can remove a cluster whose session was killed; its daemons, namespaces
+and links; the ``sacct`` stand-in for its jobs) is `prunex.minicluster.accounting`; the commands, the
+prerequisites and the processes of the machine are `prunex.minicluster.host`.
 """
 
 from __future__ import annotations
@@ -17,40 +22,32 @@ from __future__ import annotations
 import contextlib
 import getpass
 import hashlib
-import json
 import os
 import re
-import shutil
-import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from prunex.cluster.jobs import pid_alive as _pid_alive  # a live, non-zombie process
-
+from . import host
+from .accounting import (
+    DAEMON_COMMS,
+    STATE_FILE,
+    install_sacct,
+    leftover_links,
+    leftover_netns,
+    load_state,
+    pid_of,
+    pids_with_env,
+    running_cluster_dirs,
+    write_state,
+)
+from .host import MiniClusterError, missing_requirements, requirements_message
 from .wire import LINK_MODEL
 
 DEFAULT_DIR = ".prunex-cluster"
-INSTALL_CMD = "apt-get install -y slurm-wlm munge iproute2"
-REQUIRED_TOOLS = (
-    "ip",
-    "tc",
-    "nsenter",
-    "slurmctld",
-    "slurmd",
-    "munged",
-    "sinfo",
-    "sbatch",
-    "srun",
-    "scontrol",
-    "squeue",
-    "scancel",
-)
-_PKG_OF = {"ip": "iproute2", "tc": "iproute2", "nsenter": "util-linux", "munged": "munge"}
 PARTITION = "gpu"
-STATE_FILE = "cluster.json"
 SUBNET_BASE = "10.213"
 NODE_HOST_OFFSET = 10
 PORT_BASE = 17000
@@ -58,33 +55,11 @@ STEP_DRAIN_TIMEOUT_S = 10.0
 # Slurm holds a requeued job for cred_expire + 1 s (slurm.conf(5), AuthInfo); its default of 120 s
 # suits a real cluster's slow prologs, but on one machine it only delays a requeued job's restart.
 CRED_EXPIRE_S = 10
-DAEMON_COMMS = ("slurmctld", "slurmd", "slurmstepd", "munged")
-
-
-class MiniClusterError(RuntimeError):
-    """A one-line, user-facing reason why the cluster could not be brought up or down."""
 
 
 # --------------------------------------------------------------------------------------------- helpers
 def _short_hash(path: Path) -> str:
     return hashlib.sha1(str(path).encode()).hexdigest()[:6]
-
-
-def _run(cmd: list[str], check: bool = True, timeout: float = 30, env: dict | None = None, **kw):
-    try:
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, **kw)
-    except subprocess.TimeoutExpired as e:
-        if check:
-            raise MiniClusterError(f"timed out after {timeout}s: {' '.join(cmd)}") from e
-        return subprocess.CompletedProcess(cmd, 124, "", "timeout")
-    except FileNotFoundError as e:
-        if check:
-            raise MiniClusterError(f"{cmd[0]} not found; install with: {INSTALL_CMD}") from e
-        return subprocess.CompletedProcess(cmd, 127, "", f"{cmd[0]} not found")
-    if check and res.returncode != 0:
-        msg = (res.stderr or res.stdout).strip().splitlines()
-        raise MiniClusterError(f"{' '.join(cmd)} failed (rc={res.returncode}): {msg[-1] if msg else ''}")
-    return res
 
 
 def parse_rate(rate: str) -> float:
@@ -107,153 +82,6 @@ def parse_time_s(value: str | float | None) -> float:
         raise MiniClusterError(f"cannot parse latency {value!r} (use e.g. 0.2ms, 200us)")
     scale = {None: 1.0, "s": 1.0, "sec": 1.0, "ms": 1e-3, "msec": 1e-3, "us": 1e-6, "usec": 1e-6}[m.group(2)]
     return float(m.group(1)) * scale
-
-
-def missing_requirements() -> list[str]:
-    """Names of the missing prerequisites (tools, root, Linux); empty when ``up`` can run."""
-    missing = []
-    if not sys.platform.startswith("linux"):
-        missing.append("Linux")
-    elif os.geteuid() != 0:
-        missing.append("root")
-    extra_path = os.pathsep.join(["/usr/sbin", "/sbin", "/usr/bin", "/bin"])
-    search = os.environ.get("PATH", "") + os.pathsep + extra_path
-    missing += [t for t in REQUIRED_TOOLS if shutil.which(t, path=search) is None]
-    return missing
-
-
-def requirements_message(missing: list[str]) -> str:
-    """The single line printed when something is missing."""
-    tools = [m for m in missing if m not in ("root", "Linux")]
-    parts = []
-    if "Linux" in missing:
-        parts.append("needs Linux")
-    if "root" in missing:
-        parts.append("needs root (network namespaces, tc, Slurm daemons)")
-    if tools:
-        parts.append(f"missing {', '.join(tools)}; install with: {INSTALL_CMD}")
-    return "prunex.minicluster: " + "; ".join(parts)
-
-
-def _comm(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/comm") as fh:
-            return fh.read().strip()
-    except OSError:
-        return ""
-
-
-def _read_pid(path: Path) -> int | None:
-    try:
-        return int(path.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _wait(pred, timeout: float, interval: float = 0.1) -> bool:
-    deadline = time.monotonic() + timeout
-    while True:
-        if pred():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(interval)
-
-
-def _kill_and_wait(pids: list[int], timeout: float = 5.0) -> None:
-    """SIGTERM, wait up to ``timeout``, then SIGKILL and wait a little more."""
-    pids = [p for p in pids if _pid_alive(p)]
-    for sig, wait_s in ((signal.SIGTERM, timeout), (signal.SIGKILL, 3.0)):
-        for p in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(p, sig)
-        alive = list(pids)
-        _wait(lambda alive=alive: not any(_pid_alive(p) for p in alive), wait_s)
-        pids = [p for p in pids if _pid_alive(p)]
-        if not pids:
-            return
-
-
-def _netns_inode(name: str) -> int | None:
-    try:
-        return os.stat(f"/run/netns/{name}").st_ino
-    except OSError:
-        return None
-
-
-def _pids_in_netns(inodes: set[int]) -> list[int]:
-    """All live processes whose network namespace is one of ``inodes``."""
-    out = []
-    if not inodes:
-        return out
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            if os.stat(f"/proc/{entry}/ns/net").st_ino in inodes and _pid_alive(int(entry)):
-                out.append(int(entry))
-        except OSError:
-            continue
-    return out
-
-
-def _pids_with_env(key: str, value: str, comms: tuple[str, ...]) -> list[int]:
-    """Live processes named one of ``comms`` whose environment has ``key=value`` (finds the daemons of a
-    cluster whose pid files are gone)."""
-    needle = f"{key}={value}".encode()
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or _comm(int(entry)) not in comms:
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as fh:
-                if needle in fh.read().split(b"\0") and _pid_alive(int(entry)):
-                    out.append(int(entry))
-        except OSError:
-            continue
-    return out
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("0.0.0.0", port))
-        except OSError:
-            return False
-    return True
-
-
-def _used_subnets() -> set[str]:
-    """/24 prefixes ("a.b.c") already holding an address or a route in the root namespace."""
-    text = _run(["ip", "-o", "-4", "addr", "show"], check=False).stdout
-    text += _run(["ip", "-4", "route", "show", "table", "all"], check=False).stdout
-    return set(re.findall(r"\b(\d+\.\d+\.\d+)\.\d+(?:/\d+)?\b", text))
-
-
-def _mem_total_mb() -> int:
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) // 1024
-    except OSError:
-        pass
-    return 4096
-
-
-def _netem_available() -> bool:
-    """Whether the kernel has sch_netem (probed on a throw-away veth pair)."""
-    name = f"pxq{os.getpid() % 100000}"
-    if _run(["ip", "link", "add", name + "a", "type", "veth", "peer", "name", name + "b"], check=False).returncode:
-        return False
-    try:
-        return (
-            _run(["tc", "qdisc", "add", "dev", name + "a", "root", "netem", "delay", "1ms"], check=False).returncode
-            == 0
-        )
-    finally:
-        _run(["ip", "link", "del", name + "a"], check=False)
 
 
 # --------------------------------------------------------------------------------------------- cluster
@@ -363,15 +191,8 @@ class MiniCluster:
         if self.verbose:
             print(f"[minicluster] {msg}", file=sys.stderr, flush=True)
 
-    # ---------------------------------------------------------------------------------- state file
-    def _load_state(self) -> dict | None:
-        try:
-            return json.loads(self.state_path.read_text())
-        except (OSError, ValueError):
-            return None
-
+    # ---------------------------------------------------------------------------------- the record
     def _write_state(self, phase: str) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
         state = {
             "phase": phase,
             "dir": str(self.dir),
@@ -389,9 +210,7 @@ class MiniCluster:
             "pid_of_up": os.getpid(),
             "time": time.time(),
         }
-        tmp = self.state_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state, indent=1))
-        tmp.replace(self.state_path)
+        write_state(self.dir, state)
 
     def _adopt_state(self, state: dict) -> None:
         self.subnet = state.get("subnet") or self.subnet
@@ -411,14 +230,14 @@ class MiniCluster:
         if missing:
             raise MiniClusterError(requirements_message(missing))
         latency_s = parse_time_s(self.inter_latency)
-        if latency_s > 0 and not _netem_available():
+        if latency_s > 0 and not host.netem_available():
             raise MiniClusterError(
                 "this kernel has no sch_netem (CONFIG_NET_SCH_NETEM), so --inter-latency cannot be "
                 "emulated here; run without it"
             )
         if self.inter_bw:
             parse_rate(self.inter_bw)
-        if self.state_path.exists() or self._leftover_links() or self._leftover_netns():
+        if self.state_path.exists() or leftover_links(self.prefix) or leftover_netns(self.prefix):
             self._log("removing a stale cluster from an earlier session")
             self.down()
         try:
@@ -450,7 +269,7 @@ class MiniCluster:
             time.sleep(float(spec.split(":", 1)[1]))
 
     def _choose_subnet_and_ports(self) -> None:
-        used = _used_subnets()
+        used = host.used_subnets()
         x = int(self.hash, 16) % 250 + 1
         for k in range(250):
             cand = f"{SUBNET_BASE}.{(x - 1 + k) % 250 + 1}"
@@ -462,7 +281,7 @@ class MiniCluster:
         base = PORT_BASE + (int(self.hash, 16) % 1000) * 2
         for k in range(500):
             p = PORT_BASE + (base - PORT_BASE + 2 * k) % 2000
-            if _port_free(p):
+            if host.port_free(p):
                 self.ctl_port = p
                 break
         else:
@@ -474,14 +293,14 @@ class MiniCluster:
         netem = f"netem delay {with_netem_s * 1e6:.0f}us limit 100000".split()
         if not self.inter_bw:
             if with_netem_s > 0:
-                _run(pre + ["qdisc", "add", "dev", dev, "root"] + netem)
+                host.run(pre + ["qdisc", "add", "dev", dev, "root"] + netem)
             return
         rate_bps = parse_rate(self.inter_bw)
         burst = int(max(64 * 1024, 4 * (self.mtu + 14), rate_bps * 1e-3))  # >= 1 ms of traffic
         tbf = ["tbf", "rate", self.inter_bw, "burst", str(burst), "latency", "100ms"]
-        _run(pre + ["qdisc", "add", "dev", dev, "root", "handle", "1:"] + tbf)
+        host.run(pre + ["qdisc", "add", "dev", dev, "root", "handle", "1:"] + tbf)
         if with_netem_s > 0:
-            _run(pre + ["qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:"] + netem)
+            host.run(pre + ["qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:"] + netem)
 
     @staticmethod
     def _no_ipv6(ns: str | None, dev: str) -> None:
@@ -492,20 +311,20 @@ class MiniCluster:
             with contextlib.suppress(OSError), open(path, "w") as fh:
                 fh.write("1")
         else:
-            _run(["nsenter", f"--net=/run/netns/{ns}", "sh", "-c", f"echo 1 > {path}"], check=False)
+            host.run(["nsenter", f"--net=/run/netns/{ns}", "sh", "-c", f"echo 1 > {path}"], check=False)
 
     def _setup_network(self, latency_s: float) -> None:
         self._log(f"network {self.subnet}.0/24 bridge {self.bridge}")
-        _run(["ip", "link", "add", self.bridge, "mtu", str(self.mtu), "type", "bridge"])
+        host.run(["ip", "link", "add", self.bridge, "mtu", str(self.mtu), "type", "bridge"])
         self._no_ipv6(None, self.bridge)
-        _run(["ip", "addr", "add", f"{self.ctl_ip}/24", "dev", self.bridge])
-        _run(["ip", "link", "set", self.bridge, "up"])
+        host.run(["ip", "addr", "add", f"{self.ctl_ip}/24", "dev", self.bridge])
+        host.run(["ip", "link", "set", self.bridge, "up"])
         for i in range(self.nodes):
             ns, veth_r = self.node_name(i), self.root_veth(i)
-            _run(["ip", "netns", "add", ns])
+            host.run(["ip", "netns", "add", ns])
             self._no_ipv6(ns, "all")
             self._no_ipv6(ns, "default")  # before the veth end is created in the namespace
-            _run(
+            host.run(
                 [
                     "ip",
                     "link",
@@ -525,11 +344,11 @@ class MiniCluster:
                 ]
             )
             self._no_ipv6(None, veth_r)
-            _run(["ip", "link", "set", veth_r, "master", self.bridge])
-            _run(["ip", "link", "set", veth_r, "up"])
-            _run(["ip", "-n", ns, "link", "set", "lo", "up"])
-            _run(["ip", "-n", ns, "addr", "add", f"{self.node_ip(i)}/24", "dev", ns])
-            _run(["ip", "-n", ns, "link", "set", ns, "up"])
+            host.run(["ip", "link", "set", veth_r, "master", self.bridge])
+            host.run(["ip", "link", "set", veth_r, "up"])
+            host.run(["ip", "-n", ns, "link", "set", "lo", "up"])
+            host.run(["ip", "-n", ns, "addr", "add", f"{self.node_ip(i)}/24", "dev", ns])
+            host.run(["ip", "-n", ns, "link", "set", ns, "up"])
             # egress of the namespace end: traffic leaving node i (+ the one-way latency, if any)
             self._tbf(ns, ns, latency_s)
             # egress of the root end: traffic entering node i
@@ -545,7 +364,7 @@ class MiniCluster:
                 fh.write(os.urandom(1024))
         os.chmod(d / "munge", 0o755)  # the key itself is 0600; clients need to reach the socket
         (d / "etc" / "plugstack.conf").write_text("# empty: no SPANK plugins in the minicluster\n")
-        mem = self.mem_per_node_mb or max(1024, _mem_total_mb() // self.nodes)
+        mem = self.mem_per_node_mb or max(1024, host.mem_total_mb() // self.nodes)
         node_lines = "\n".join(
             f"NodeName={self.node_name(i)} NodeAddr={self.node_ip(i)} NodeHostname={self.hostname} "
             f"CPUs={self.cpus_per_node} Boards=1 SocketsPerBoard=1 CoresPerSocket={self.cpus_per_node} "
@@ -598,11 +417,7 @@ CompleteWait=0
 PartitionName={PARTITION} Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """
         self.slurm_conf.write_text(conf)
-        # sacct stand-in (see sacct_shim.py), with this interpreter as its shebang
-        shim_src = Path(__file__).with_name("sacct_shim.py").read_text()
-        sacct = d / "bin" / "sacct"
-        sacct.write_text(f"#!{sys.executable}\n{shim_src}")
-        sacct.chmod(0o755)
+        install_sacct(d)  # the sacct stand-in (prunex.minicluster.accounting)
 
     def _spawn(self, cmd: list[str], logname: str) -> None:
         """Start a self-daemonizing program; its own stdout/stderr go to a log file."""
@@ -637,7 +452,7 @@ PartitionName={PARTITION} Nodes=ALL Default=YES MaxTime=INFINITE State=UP
             ],
             "munged.out",
         )
-        if not _wait(self.munge_socket.exists, 10):
+        if not host.wait_until(self.munge_socket.exists, 10):
             raise MiniClusterError(f"munged did not create {self.munge_socket}; see {self.dir}/log/munged.log")
 
     def _start_slurmctld(self) -> None:
@@ -646,10 +461,10 @@ PartitionName={PARTITION} Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         env = self._daemon_env()
 
         def answers() -> bool:
-            res = _run(["scontrol", "ping"], check=False, env=env, timeout=10)
+            res = host.run(["scontrol", "ping"], check=False, env=env, timeout=10)
             return res.returncode == 0 and "UP" in res.stdout
 
-        if not _wait(answers, 20, 0.2):
+        if not host.wait_until(answers, 20, 0.2):
             raise MiniClusterError(f"slurmctld did not answer; see {self.dir}/log/slurmctld.log")
 
     def _start_slurmds(self) -> None:
@@ -661,7 +476,7 @@ PartitionName={PARTITION} Nodes=ALL Default=YES MaxTime=INFINITE State=UP
             self._spawn(["nsenter", f"--net=/run/netns/{ns}", "slurmd", "-N", ns], f"slurmd-{ns}.out")
 
     def _node_states(self) -> dict[str, str]:
-        res = _run(["sinfo", "-h", "-N", "-o", "%N %T"], check=False, env=self._daemon_env(), timeout=15)
+        res = host.run(["sinfo", "-h", "-N", "-o", "%N %T"], check=False, env=self._daemon_env(), timeout=15)
         out = {}
         for line in res.stdout.splitlines():
             parts = line.split()
@@ -680,7 +495,7 @@ PartitionName={PARTITION} Nodes=ALL Default=YES MaxTime=INFINITE State=UP
             if not resumed and any(states.get(n, "").startswith(("drain", "down")) for n in names):
                 # ReturnToService=2 handles most cases; a node drained for a config mismatch needs a nudge
                 bad = [n for n in names if states.get(n, "").startswith(("drain", "down"))]
-                _run(
+                host.run(
                     ["scontrol", "update", f"NodeName={','.join(bad)}", "State=RESUME"],
                     check=False,
                     env=self._daemon_env(),
@@ -691,93 +506,71 @@ PartitionName={PARTITION} Nodes=ALL Default=YES MaxTime=INFINITE State=UP
             time.sleep(0.25)
 
     # ---------------------------------------------------------------------------------- down
-    def _leftover_netns(self) -> list[str]:
-        res = _run(["ip", "netns", "list"], check=False)
-        return [
-            line.split()[0]
-            for line in res.stdout.splitlines()
-            if line.split() and re.fullmatch(rf"{self.prefix}n\d+", line.split()[0])
-        ]
-
-    def _leftover_links(self) -> list[str]:
-        res = _run(["ip", "-o", "link", "show"], check=False)
-        out = []
-        for m in re.finditer(r"^\d+:\s+([^:@\s]+)", res.stdout, re.M):
-            if re.fullmatch(rf"{self.prefix}(b|r\d+)", m.group(1)):
-                out.append(m.group(1))
-        return out
-
-    def _pid_of(self, pidfile: Path, comms: tuple[str, ...]) -> int | None:
-        pid = _read_pid(pidfile)
-        if pid and _pid_alive(pid) and _comm(pid) in comms:
-            return pid
-        return None
-
     def down(self, drain_timeout_s: float = STEP_DRAIN_TIMEOUT_S) -> bool:
         """Remove everything ``up`` created. Returns False when there was nothing to remove."""
-        state = self._load_state()
+        state = load_state(self.dir)
         if state:
             self._adopt_state(state)
-        namespaces = self._leftover_netns()
-        links = self._leftover_links()
+        namespaces = leftover_netns(self.prefix)
+        links = leftover_links(self.prefix)
         run = self.dir / "run"
-        ctl_pid = self._pid_of(run / "slurmctld.pid", ("slurmctld",))
-        munge_pid = self._pid_of(self.dir / "munge" / "munged.pid", ("munged",))
+        ctl_pid = pid_of(run / "slurmctld.pid", ("slurmctld",))
+        munge_pid = pid_of(self.dir / "munge" / "munged.pid", ("munged",))
         # daemons whose pid files are gone (e.g. the directory was wiped) are found by their environment
         strays = [
             p
-            for p in _pids_with_env("PRUNEX_MINICLUSTER_DIR", str(self.dir), DAEMON_COMMS)
+            for p in pids_with_env("PRUNEX_MINICLUSTER_DIR", str(self.dir), DAEMON_COMMS)
             if p not in (ctl_pid, munge_pid)
         ]
         if not (state or namespaces or links or ctl_pid or munge_pid or strays):
             return False
         env = self._daemon_env()
-        inodes = {ino for ino in (_netns_inode(ns) for ns in namespaces) if ino is not None}
+        inodes = {ino for ino in (host.netns_inode(ns) for ns in namespaces) if ino is not None}
 
         # 1. cancel every job and give the step daemons a bounded time to finish
         if ctl_pid and self.slurm_conf.exists():
             self._log("cancelling jobs")
-            _run(["scancel", "--quiet", "--user", getpass.getuser()], check=False, env=env, timeout=15)
+            host.run(["scancel", "--quiet", "--user", getpass.getuser()], check=False, env=env, timeout=15)
 
             def drained() -> bool:
-                q = _run(["squeue", "-h", "-o", "%i"], check=False, env=env, timeout=10)
-                steps = [p for p in _pids_in_netns(inodes) if _comm(p) == "slurmstepd"]
+                q = host.run(["squeue", "-h", "-o", "%i"], check=False, env=env, timeout=10)
+                steps = [p for p in host.pids_in_netns(inodes) if host.comm(p) == "slurmstepd"]
                 return (q.returncode != 0 or not q.stdout.strip()) and not steps
 
-            _wait(drained, drain_timeout_s, 0.25)
+            host.wait_until(drained, drain_timeout_s, 0.25)
 
         # 2. stop the slurmds, then anything still running inside the namespaces (left-over slurmstepd
         #    and task processes keep a namespace and its veth alive)
         slurmd_pids = []
         for i in range(max(self.nodes, len(namespaces))):
-            pid = self._pid_of(run / f"slurmd-{self.node_name(i)}.pid", ("slurmd",))
+            pid = pid_of(run / f"slurmd-{self.node_name(i)}.pid", ("slurmd",))
             if pid:
                 slurmd_pids.append(pid)
-        slurmd_pids += [p for p in _pids_in_netns(inodes) if _comm(p) == "slurmd" and p not in slurmd_pids]
-        _kill_and_wait(slurmd_pids, timeout=5.0)
-        rest = _pids_in_netns(inodes)
+        slurmd_pids += [p for p in host.pids_in_netns(inodes) if host.comm(p) == "slurmd" and p not in slurmd_pids]
+        host.kill_and_wait(slurmd_pids, timeout=5.0)
+        rest = host.pids_in_netns(inodes)
         if rest:
             self._log(f"killing {len(rest)} process(es) left in the namespaces")
-            _kill_and_wait(rest, timeout=2.0)
+            host.kill_and_wait(rest, timeout=2.0)
 
         # 3. controller and munge
         if ctl_pid:
-            _kill_and_wait([ctl_pid], timeout=10.0)
+            host.kill_and_wait([ctl_pid], timeout=10.0)
         if munge_pid:
-            _kill_and_wait([munge_pid], timeout=5.0)
-        strays = _pids_with_env("PRUNEX_MINICLUSTER_DIR", str(self.dir), DAEMON_COMMS)
+            host.kill_and_wait([munge_pid], timeout=5.0)
+        strays = pids_with_env("PRUNEX_MINICLUSTER_DIR", str(self.dir), DAEMON_COMMS)
         if strays:
             self._log(f"killing {len(strays)} stray daemon(s): {strays}")
-            _kill_and_wait(strays, timeout=3.0)
+            host.kill_and_wait(strays, timeout=3.0)
 
         # 4. network: namespaces (their veth ends go with them), root veth ends, bridge
         for ns in namespaces:
-            _run(["ip", "netns", "del", ns], check=False)
-        for link in self._leftover_links():
+            host.run(["ip", "netns", "del", ns], check=False)
+        for link in leftover_links(self.prefix):
             if link != self.bridge:
-                _run(["ip", "link", "del", link], check=False)
-        if self.bridge in self._leftover_links():
-            _run(["ip", "link", "del", self.bridge], check=False)
+                host.run(["ip", "link", "del", link], check=False)
+        if self.bridge in leftover_links(self.prefix):
+            host.run(["ip", "link", "del", self.bridge], check=False)
         with contextlib.suppress(OSError):
             self.state_path.unlink()
         with contextlib.suppress(OSError):
@@ -787,16 +580,14 @@ PartitionName={PARTITION} Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 
     # ---------------------------------------------------------------------------------- status
     def is_up(self) -> bool:
-        state = self._load_state()
-        return bool(
-            state and state.get("phase") == "up" and self._pid_of(self.dir / "run" / "slurmctld.pid", ("slurmctld",))
-        )
+        state = load_state(self.dir)
+        return bool(state and state.get("phase") == "up" and pid_of(self.dir / "run" / "slurmctld.pid", ("slurmctld",)))
 
     def status(self) -> str:
         """Human-readable status: sinfo plus one line per node/link."""
-        state = self._load_state()
+        state = load_state(self.dir)
         if not state:
-            extra = self._leftover_netns() + self._leftover_links()
+            extra = leftover_netns(self.prefix) + leftover_links(self.prefix)
             return f"no minicluster in {self.dir}" + (f" (stale resources: {' '.join(extra)})" if extra else "")
         self._adopt_state(state)
         lines = [
@@ -806,17 +597,17 @@ PartitionName={PARTITION} Nodes=ALL Default=YES MaxTime=INFINITE State=UP
             f"controller {self.hostname} {self.ctl_ip}:{self.ctl_port} bridge {self.bridge}  "
             f"SLURM_CONF={self.slurm_conf}",
         ]
-        res = _run(["sinfo", "-N", "-o", "%N %P %T %c %m"], check=False, env=self._daemon_env(), timeout=15)
+        res = host.run(["sinfo", "-N", "-o", "%N %P %T %c %m"], check=False, env=self._daemon_env(), timeout=15)
         lines.append((res.stdout or res.stderr).rstrip())
-        ns_present = set(self._leftover_netns())
+        ns_present = set(leftover_netns(self.prefix))
         for i in range(self.nodes):
             ns = self.node_name(i)
             q_ns = (
-                _run(["tc", "-n", ns, "qdisc", "show", "dev", ns], check=False).stdout.strip()
+                host.run(["tc", "-n", ns, "qdisc", "show", "dev", ns], check=False).stdout.strip()
                 if ns in ns_present
                 else "(missing)"
             )
-            q_root = _run(["tc", "qdisc", "show", "dev", self.root_veth(i)], check=False).stdout.strip()
+            q_root = host.run(["tc", "qdisc", "show", "dev", self.root_veth(i)], check=False).stdout.strip()
             lines.append(
                 f"node {ns}: netns={'yes' if ns in ns_present else 'MISSING'} ip={self.node_ip(i)} "
                 f"out[{ns}]: {' / '.join(q_ns.splitlines()) or '-'}; "
@@ -838,32 +629,6 @@ def _remove_empty_dirs(root: Path) -> None:
 
 
 # --------------------------------------------------------------------------------------------- machine-wide
-def running_cluster_dirs() -> list[Path]:
-    """Directories of every minicluster with a live daemon on this machine (from the daemons' environment)."""
-    dirs = set()
-    key = b"PRUNEX_MINICLUSTER_DIR="
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or _comm(int(entry)) not in DAEMON_COMMS:
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as fh:
-                for var in fh.read().split(b"\0"):
-                    if var.startswith(key) and _pid_alive(int(entry)):
-                        dirs.add(Path(var[len(key) :].decode(errors="replace")))
-        except OSError:
-            continue
-    return sorted(dirs)
-
-
-def cluster_owner_alive(dir: str | os.PathLike) -> bool:
-    """Whether the process that ran ``up`` for ``dir`` still runs (False when unknown)."""
-    try:
-        pid = int(json.loads((Path(dir) / STATE_FILE).read_text())["pid_of_up"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
-    return _pid_alive(pid)
-
-
 def down_all(verbose: bool = False) -> list[str]:
     """Remove every minicluster on the machine, including orphaned namespaces/links of a cluster whose
     directory and daemons are gone.  Returns what was removed."""
@@ -871,17 +636,17 @@ def down_all(verbose: bool = False) -> list[str]:
     for d in running_cluster_dirs():
         if MiniCluster(d, verbose=verbose).down():
             removed.append(str(d))
-    netns = _run(["ip", "netns", "list"], check=False).stdout.split("\n")
+    netns = host.run(["ip", "netns", "list"], check=False).stdout.split("\n")
     orphans = [ln.split()[0] for ln in netns if ln.split() and re.fullmatch(r"pxc[0-9a-f]{6}n\d+", ln.split()[0])]
-    inodes = {ino for ino in (_netns_inode(ns) for ns in orphans) if ino is not None}
-    _kill_and_wait(_pids_in_netns(inodes), timeout=2.0)
+    inodes = {ino for ino in (host.netns_inode(ns) for ns in orphans) if ino is not None}
+    host.kill_and_wait(host.pids_in_netns(inodes), timeout=2.0)
     for ns in orphans:
-        _run(["ip", "netns", "del", ns], check=False)
+        host.run(["ip", "netns", "del", ns], check=False)
         removed.append(f"netns {ns}")
-    links = _run(["ip", "-o", "link", "show"], check=False).stdout
+    links = host.run(["ip", "-o", "link", "show"], check=False).stdout
     names = [m.group(1) for m in re.finditer(r"^\d+:\s+([^:@\s]+)", links, re.M)]
     for name in sorted(names, key=lambda n: n.endswith("b")):  # veths before bridges
         if re.fullmatch(r"pxc[0-9a-f]{6}(b|r\d+)", name):
-            _run(["ip", "link", "del", name], check=False)
+            host.run(["ip", "link", "del", name], check=False)
             removed.append(f"link {name}")
     return removed

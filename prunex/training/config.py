@@ -37,7 +37,7 @@ INTER_EXCHANGES = ("leader", "sharded")  # how the compact buckets cross nodes
 SHARED_RUNS_DIR = "runs"  # RESULTS/runs/<shared id>: every run, once; experiments link to it
 
 # Run identity. Two configs that differ only in these fields ask for the same training, so they share
-# one run directory (`prunex.cluster.launch.run_dir_for`): which experiment asked and what it calls the run,
+# one run directory (`prunex.cluster.rundir.run_dir_for`): which experiment asked and what it calls the run,
 # where results go, and how the job is operated (checkpoint cadence, collective timeout, core binding,
 # the inference bench's large batch), none of which changes a trained weight (the bench's table records
 # the batch of each of its rows; bench_budget_s stays in the identity, as it did before bench_batch came).

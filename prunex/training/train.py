@@ -10,7 +10,7 @@ evaluate their slices of the held-out split and add (correct, count) with one Al
 logs the same accuracy. The AllReduce also carries two votes per rank: "my checkpoint clock is due"
 (`checkpoint_every_min` minutes since the last set; 0: always) and "I received submitit's preemption
 signal". Any vote makes every rank save a checkpoint set there (`prunex.training.checkpoint`); a preemption
-vote then ends the job with `checkpoint.Preempted` (`prunex.cluster.launch.TrainJob` requeues it). The last
+vote then ends the job with `checkpoint.Preempted` (`prunex.cluster.task.TrainJob` requeues it). The last
 iteration needs no checkpoint: the run finishes instead. Evaluation traffic goes to the `eval_comm`
 table, evaluation timings to `evaluation`, each checkpoint set to `checkpoints`.
 

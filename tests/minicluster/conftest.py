@@ -13,7 +13,8 @@ import pytest
 
 import prunex
 from prunex.minicluster import MiniCluster, missing_requirements
-from prunex.minicluster.cluster import cluster_owner_alive, requirements_message, running_cluster_dirs
+from prunex.minicluster.accounting import cluster_owner_alive, running_cluster_dirs
+from prunex.minicluster.host import requirements_message
 
 
 def minicluster_skip_reason() -> str | None:

@@ -26,7 +26,10 @@ import pandas as pd
 import pytest
 
 import prunex
-from prunex.cluster.launch import SlurmOptions, launch, preflight, run_dir_for, submit, wait_all
+from prunex.cluster.launch import launch, submit, wait_all
+from prunex.cluster.preflight import preflight
+from prunex.cluster.rundir import run_dir_for
+from prunex.cluster.slurm import SlurmOptions
 from prunex.training.config import ADMMConfig, RunConfig
 from prunex.training.log import merge_parts
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from prunex.minicluster import MiniCluster
-from prunex.minicluster.cluster import missing_requirements, requirements_message
+from prunex.minicluster.host import missing_requirements, requirements_message
 from prunex.minicluster.probe import allreduce_probe
 
 pytestmark = pytest.mark.minicluster
@@ -205,12 +205,12 @@ def test_stale_cluster_is_removed_by_next_up(tmp_path):
 
 def test_inter_latency(tmp_path):
     """netem is optional in a kernel: with it the delay is installed, without it `up` says so and exits."""
-    from prunex.minicluster.cluster import _netem_available
+    from prunex.minicluster.host import netem_available
 
     d = tmp_path / "latency"
     _CLUSTER_DIRS.append(d.resolve())
     res = _cli("up", "--nodes", "1", "--inter-latency", "0.2ms", "--dir", str(d), "-q")
-    if _netem_available():
+    if netem_available():
         try:
             assert res.returncode == 0, res.stderr
             status = _cli("status", "--dir", str(d)).stdout

@@ -9,6 +9,7 @@ from prunex.minicluster import (
     LINK_MODEL,
     WireRecorder,
     adapt_slurm_params,
+    host,
     link_model_active,
     master_addr,
     read_counters,
@@ -77,13 +78,13 @@ def test_parse_rate_and_time():
 
 
 def test_missing_tools_one_line(monkeypatch, capsys):
-    real_which = cl.shutil.which
+    real_which = host.shutil.which
     monkeypatch.setattr(
-        cl.shutil,
+        host.shutil,
         "which",
         lambda t, path=None: None if t in ("munged", "slurmd") else real_which(t, path=path),
     )
-    monkeypatch.setattr(cl.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(host.os, "geteuid", lambda: 0)
     rc = cli.main(["up", "--dir", "/tmp/prunex-never-created"])
     err = capsys.readouterr().err
     assert rc != 0

@@ -19,7 +19,9 @@ import pytest
 import torch
 
 import prunex
-from prunex.cluster.launch import SlurmOptions, launch, run_dir_for
+from prunex.cluster.launch import launch
+from prunex.cluster.rundir import run_dir_for
+from prunex.cluster.slurm import SlurmOptions
 from prunex.training.config import ADMMConfig, RunConfig
 
 pytestmark = pytest.mark.minicluster

@@ -1,0 +1,112 @@
+"""The refusals before anything is launched or written, and the run directory they end by making.
+
+`preflight` (what `prunex.cluster.launch` and the experiment driver call first for every run): the
+dataset is there (digits made once), the configuration trains at least one iteration
+(`check_iterations`), `--layers GLOB` matches a convolution (`check_layers`), then a writable run
+directory, linked from the asking experiment (`prunex.cluster.rundir.link_run`). `check_start`:
+`--init-from RUN` names a finished run. Each refusal is one `ConfigError` line. (The one-screen check a
+person runs before spending GPU-hours, over a whole profile, is `prunex.cluster.doctor`.)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prunex.cluster.rundir import link_run, run_dir_for
+from prunex.methods.registry import method_info
+from prunex.training.config import ConfigError, RunConfig
+from prunex.training.log import DONE
+
+
+def check_iterations(config: RunConfig, sizes: dict[tuple[str, str, int], int] | None = None) -> None:
+    """Refuse a configuration that would train nothing: every rank's shard must hold a mini-batch
+    (`prunex.training.data.batches_per_epoch`, the sharding `shard_loader` does). `sizes`: a memo of
+    training-set sizes shared by the runs of one driver."""
+    from prunex.training.data import batches_per_epoch, train_size  # lazy: torchvision, only to check a run
+
+    key = (config.dataset, config.data_root, config.train_subset)
+    sizes = {} if sizes is None else sizes
+    if key not in sizes:
+        sizes[key] = train_size(*key)
+    n = sizes[key]
+    if batches_per_epoch(n, config.world_size, config.batch_size) == 0:
+        used = (
+            f"--train-subset {config.train_subset} leaves {n}" if config.train_subset else f"{config.dataset} has {n}"
+        )
+        raise ConfigError(
+            f"run {config.name} would train 0 iterations: {used} training images for {config.world_size} ranks, "
+            f"so every rank's shard is empty; use at least {config.world_size} images or fewer ranks"
+        )
+
+
+def check_layers(config: RunConfig, memo: dict | None = None) -> None:
+    """Refuse `--layers GLOB` when it matches no convolution weight of the model: nothing would be pruned
+    (the model is built on the meta device: no memory, no weights). `memo`: checked (model, glob) pairs."""
+    glob = config.admm.layers
+    if glob is None or "admm" not in method_info(config.method).reads:
+        return
+    memo = {} if memo is None else memo
+    if (config.model, glob) in memo:
+        return
+    import fnmatch
+
+    import torch  # the model's layer names: only for a run that names layers
+
+    from prunex.training.models import build_model  # lazy: torchvision, only for a run that names layers
+
+    with torch.device("meta"):
+        model = build_model(config.model)
+    convs = [f"{n}.weight" for n, m in model.named_modules() if isinstance(m, torch.nn.Conv2d)]
+    if not any(fnmatch.fnmatchcase(name, glob) for name in convs):  # the match of prunex.pruning.layers
+        raise ConfigError(
+            f"--layers {glob!r} matches no convolution weight of {config.model}, so nothing would be pruned; "
+            f"its {len(convs)} are named like {', '.join(convs[:3])} (fnmatch, case-sensitive)"
+        )
+    memo[(config.model, glob)] = True
+
+
+def check_start(config: RunConfig) -> None:
+    """`--init-from RUN` names a finished run of the same experiment: refused in one line otherwise, before
+    anything is made (experiments submit a run after the runs it depends on have finished)."""
+    if not config.init_from:
+        return
+    from prunex.pruning.export import ExportError, verify_checksum  # torch.export and the channel graph: only here
+
+    start = Path(config.results).resolve() / config.experiment / config.init_from
+    if not (start / DONE).exists():
+        raise ConfigError(f"--init-from {config.init_from}: {start} is not a finished run (no DONE)")
+    try:
+        verify_checksum(start / "final_model.pt")
+    except ExportError as e:
+        raise ConfigError(f"--init-from {config.init_from}: {e}") from None
+
+
+def preflight(config: RunConfig, memo: dict | None = None) -> Path:
+    """Checks before anything is launched or written: the dataset (digits made once), a configuration
+    that trains at least one iteration, then a writable run directory, linked from the asking
+    experiment (`link_run`). Returns the run dir. `memo`:
+    shared by the runs of one driver, so that each dataset is checked once."""
+    from prunex.training.data import DatasetMissing, load_dataset  # lazy: torchvision, only to check a run
+
+    memo = {} if memo is None else memo
+    try:
+        if (config.dataset, config.data_root) not in memo:
+            load_dataset(config.dataset, config.data_root, train=False)  # also makes digits once
+            memo[(config.dataset, config.data_root)] = True
+        check_iterations(config, memo.setdefault("train_sizes", {}))
+        check_layers(config, memo.setdefault("layers", {}))
+    except DatasetMissing as e:
+        raise ConfigError(str(e)) from None
+    run_dir = run_dir_for(config)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        probe = run_dir / ".write-test"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as e:
+        raise ConfigError(
+            f"results path {config.results!r} is not writable: {e.strerror}; use another --results "
+            f"or make it writable (chmod u+w {Path(config.results).resolve()})"
+        ) from None
+    link_run(config)
+    return run_dir

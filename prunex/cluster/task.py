@@ -1,0 +1,92 @@
+"""What each task of a submitted training job runs, in the job's own processes: `TrainJob`.
+
+`TrainJob` checks that its job is the one the run directory records (`prunex.cluster.lock.job_owns_run`),
+exports torch.distributed's env:// variables with `submitit.helpers.TorchDistributedEnvironment`
+(`export_job_env`) and calls `prunex.training.train.train`. It never writes `CUDA_VISIBLE_DEVICES`: a
+value the scheduler set (one GPU bound per task, or the node's GPUs) is kept, and
+`prunex.training.device` picks the GPU among those the task sees. The launcher that submits it is
+`prunex.cluster.launch`; a submitted job seen from outside is `prunex.cluster.jobs`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+
+import submitit
+
+from prunex.cluster import jobs
+from prunex.cluster.lock import job_owns_run
+from prunex.minicluster.helpers import export_torch_env
+from prunex.training import checkpoint
+from prunex.training.config import RunConfig
+
+
+def _resolves(host: str) -> bool:
+    try:
+        socket.gethostbyname(host)
+        return True
+    except OSError:
+        return False
+
+
+class TrainJob(submitit.helpers.Checkpointable):
+    """What each task of a submitted job runs.
+
+    Preemption and time limits: submitit's signal (USR2 by default, `--signal=USR2@90` on Slurm)
+    is deferred (`checkpoint.Preemption`): the ranks agree at the next evaluation point, write a
+    checkpoint there and stop; then submitit's own handler runs on rank 0 (it calls `checkpoint()`,
+    the inherited one: the same job with the same arguments, and requeues it), and every other rank
+    exits as submitit's handler makes rank 0 exit. The requeued job resumes from that checkpoint.
+    """
+
+    def __init__(self, config: RunConfig, run_dir: str) -> None:
+        self.config, self.run_dir = config, run_dir
+
+    def __call__(self) -> str:
+        if self.config.executor == "local":
+            # a local job ends with its launcher (prunex.cluster.jobs); SIGTERM ends a local rank (submitit
+            # bypasses it for Slurm preemption, which does not exist here)
+            jobs.die_with_parent(int(os.environ["SUBMITIT_LOCAL_JOB_ID"]))
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if self.config.executor != "debug":  # one job per run: this job must be the run's recorded one
+            job_owns_run(self.run_dir, submitit.JobEnvironment().job_id)
+        if self.config.executor == "slurm":
+            # a port in the submitting shell's environment (sbatch exports it) would be every job's: two jobs
+            # on one node would collide (EADDRINUSE); submitit derives one from the job id without it
+            os.environ.pop("MASTER_PORT", None)
+        driver_env = dict(os.environ) if self.config.executor == "debug" else None
+        export_job_env()
+        if self.config.executor == "debug":
+            # one process, in the driver's own process: submitit's debug environment gives every job the same
+            # port, which a previous in-process job's store (or anything else) may still hold (EADDRINUSE)
+            os.environ["MASTER_PORT"] = str(jobs.free_port())
+        from prunex.training.train import train  # lazy: the whole trainer, loaded only when the job runs
+
+        preemption = checkpoint.Preemption.install()
+        try:
+            return str(train(self.config, self.run_dir))
+        except checkpoint.Preempted:
+            if preemption is None:
+                raise
+            preemption.hand_over()  # rank 0: submitit requeues and exits; the others exit here
+            sys.exit(-1)
+        finally:
+            if preemption is not None:
+                preemption.uninstall()  # submitit's handler back in place (a no-op after hand_over)
+            if driver_env is not None:  # the debug job's RANK, MASTER_PORT, ... must not leak into the driver's
+                os.environ.clear()  # later submissions (sbatch exports the driver's environment)
+                os.environ.update(driver_env)
+
+
+def export_job_env() -> None:
+    """In a task: `TorchDistributedEnvironment().export()` (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT,
+    ...) plus, on a mini cluster node, the launch node's address as MASTER_ADDR (node names do not
+    resolve) and the node's interface for gloo. `CUDA_VISIBLE_DEVICES` is left as the scheduler set
+    it (submitit's export would overwrite it with the local rank, the wrong GPU where the scheduler
+    already bound one per task); `prunex.training.device` picks among the GPUs the task sees."""
+    env = export_torch_env(set_cuda_visible_devices=False)
+    if not _resolves(env.master_addr) and os.environ.get("SLURM_LAUNCH_NODE_IPADDR"):
+        os.environ["MASTER_ADDR"] = os.environ["SLURM_LAUNCH_NODE_IPADDR"]
