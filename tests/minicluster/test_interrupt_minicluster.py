@@ -35,10 +35,11 @@ CANCEL_BOUND_S = 60.0  # scancel -> Slurm no longer runs the job (KillWait 2 s i
 def _wait_for(predicate, what: str, timeout: float = 600.0, proc: subprocess.Popen | None = None):
     deadline = time.monotonic() + timeout
     while True:
+        ended = proc is not None and proc.poll() is not None  # read before the predicate: no race with its output
         value = predicate()
         if value:
             return value
-        assert proc is None or proc.poll() is None, f"the launcher ended before {what}"
+        assert not ended, f"the launcher ended before {what}"
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.2)
 
