@@ -44,7 +44,15 @@ from experiments.common import PROFILE_NAMES, Profile, profile
 from prunex.cluster.executor import submitit_parameters
 from prunex.cluster.exits import one_line, refuse
 from prunex.cluster.interrupt import Interrupted, interruptible, last_signal
-from prunex.cluster.launch import SubmitInterrupted, interrupted, launch, submission_key, submit, wait_all
+from prunex.cluster.launch import (
+    SubmitInterrupted,
+    by_submission,
+    interrupted,
+    launch,
+    submission_key,
+    submit,
+    wait_all,
+)
 from prunex.cluster.lock import LockHeld, results_lock
 from prunex.cluster.options import add_config_options
 from prunex.cluster.preflight import preflight
@@ -148,10 +156,9 @@ def dry_run(
         total = total + estimate.gpu_hours if (estimate is not None and total is not None) else None
     # what sbatch receives per submission: the runs of one wave with equal `submission_key` share a job array
     for w, wave in enumerate(waves(configs)):
-        arrays: dict[tuple, list[RunConfig]] = {}
-        for c in wave:
-            arrays.setdefault(submission_key(c, slurm, "RESULTS/<experiment>/submitit"), []).append(c)
-        for (executor, nodes, tasks, _, limit), runs in arrays.items():
+        folder = Path("RESULTS/<experiment>/submitit")
+        for runs in by_submission(wave, slurm, folder):
+            executor, nodes, tasks, _, limit = submission_key(runs[0], slurm, folder)
             print(
                 f"[{name}] submission (wave {w + 1}): {len(runs)} run(s) on {executor}, {nodes}x{tasks}, "
                 f"time limit {limit} min: {', '.join(c.name for c in runs)}"
@@ -211,7 +218,7 @@ def _execute_wave(
     if todo[0].executor == "slurm":
         folder = Path(todo[0].results).resolve() / "submitit"
         failures: list[tuple[str, str]] = []
-        for part in _by_submission(todo, slurm, folder) if serial else [todo]:
+        for part in by_submission(todo, slurm, folder) if serial else [todo]:
             try:
                 entries = submit(part, slurm, folder, echo=echo, one_at_a_time=serial)
             except SubmitInterrupted as e:
@@ -233,14 +240,6 @@ def _execute_wave(
         if echo:
             print(f"[{c.experiment}] {c.name} took {time.monotonic() - t0:.0f}s", flush=True)
     return failures
-
-
-def _by_submission(todo: list[RunConfig], slurm: SlurmOptions, folder: Path) -> list[list[RunConfig]]:
-    """`todo` split into the runs that go out as one job array (`prunex.cluster.launch.submission_key`), in order."""
-    parts: dict[tuple, list[RunConfig]] = {}
-    for c in todo:
-        parts.setdefault(submission_key(c, slurm, folder), []).append(c)
-    return list(parts.values())
 
 
 def run_experiments(

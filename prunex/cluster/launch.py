@@ -44,6 +44,7 @@ __all__ = [
     "FAILED_RANK_GRACE_S",
     "SubmitInterrupted",
     "Submitted",
+    "by_submission",
     "failed_ranks",
     "interrupted",
     "launch",
@@ -160,10 +161,9 @@ def submit(
                     print(f"[{c.name}] reattached to {claim.attach.describe()}, which is still running", flush=True)
             else:
                 owned.append((c, run_dir, claim))
-        groups: dict[tuple, list[tuple[RunConfig, Path, RunClaim]]] = {}
-        for item in owned:
-            groups.setdefault(submission_key(item[0], slurm, folder or item[1]), []).append(item)
-        for items in groups.values():
+        item_of = {id(item[0]): item for item in owned}
+        for part in by_submission([c for c, _, _ in owned], slurm, folder):
+            items = [item_of[id(c)] for c in part]
             out += _submit_group(items, slurm, folder, echo, one_at_a_time)
             owned = [o for o in owned if o not in items]
     except BaseException as e:
@@ -173,6 +173,15 @@ def submit(
             raise SubmitInterrupted(out) from None
         raise
     return out
+
+
+def by_submission(configs: list[RunConfig], slurm: SlurmOptions | None, folder: Path | None) -> list[list[RunConfig]]:
+    """`configs` split into the job arrays they go out as (equal `submission_key`), each in order, in the order
+    of their first run; without `folder` each run goes out in its own folder, so on its own."""
+    groups: dict[tuple, list[RunConfig]] = {}
+    for c in configs:
+        groups.setdefault(submission_key(c, slurm, folder or run_dir_for(c)), []).append(c)
+    return list(groups.values())
 
 
 def submission_key(config: RunConfig, slurm: SlurmOptions | None, folder: Path | str) -> tuple:
