@@ -237,10 +237,12 @@ def run_tests(pytest_args: list[str], kids: Children) -> int:
         rc = kids.step(cmd)
         if rc:
             return rc
-    # Two pytest-xdist workers (PRUNEX_TEST_WORKERS; 0 runs in this process): most multi-process tests
-    # wait (process start-up, Slurm's scheduling, shaped links) as much as they compute, so two
-    # overlap on 2 cores; the mini cluster's tests stay together on one worker (tests/conftest.py).
-    workers = os.environ.get("PRUNEX_TEST_WORKERS") or "2"
+    # Three pytest-xdist workers (PRUNEX_TEST_WORKERS; 0 runs in this process) on the 2-core CI machine: the
+    # multi-process tests wait (process start-up, Slurm's scheduling, shaped links, polling) as well as compute,
+    # so with two workers a quarter of the CPU time idled; the suite took 10 min 25 s and 10 min 19 s on two
+    # workers, 9 min 13 s and 9 min 6 s on three (2026-11-26, AMD EPYC, docs/testing.md). The mini cluster's
+    # tests stay together on one worker (tests/conftest.py).
+    workers = os.environ.get("PRUNEX_TEST_WORKERS") or "3"
     # Hundreds of the tests' processes import prunex; where PYTHONDONTWRITEBYTECODE is set (CI), each compiled
     # its sources again, ~1.5 s of CPU per interpreter on the 2-core VM. Compiled once here (ignored files;
     # Python reads them whatever that variable says, and recompiles a source that changed).

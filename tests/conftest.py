@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 if platform.machine().lower() in ("x86_64", "amd64"):
     os.environ.setdefault("ATEN_CPU_CAPABILITY", "avx2")
     os.environ.setdefault("ONEDNN_MAX_CPU_ISA", "AVX2")
-# The suite keeps both cores busy with two pytest workers and their processes: an OpenMP thread that has
+# The suite keeps both cores busy with three pytest workers and their processes: an OpenMP thread that has
 # finished its share spins for its next task (libgomp's default) on a core another process needs. Passive
 # waiting changes no result, only who gets the core (measured: the smoke profile alone used 11% less CPU).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -72,15 +72,21 @@ POOL_MODULES = {
     for m in "admm_convex admm_method baselines checkpoint comm device evaluation exchange hsadmm_comm "
     "pipeline run_ddp run_hsadmm timing wire".split()
 }
-# The longest groups first (measured: minutes, not seconds), so that no worker starts one at the end while the
-# other idles; pytest's order otherwise.
+# The longest groups first, longest first, so that no worker starts a long one at the end while the others
+# idle; pytest's order otherwise. Seconds each group took in a suite on two workers (`--durations=0`, 2-core
+# AMD EPYC, 2026-11-26): minicluster 365, test_faults 121, test_golden_runs 102, test_experiments 94, pool 88,
+# test_run_all 76, test_resume 54, test_export 42, test_interrupts 36, test_analysis 26; every other under 20.
 FIRST = (
     "minicluster",
-    "test_experiments.py",
-    "test_resume.py",
-    "pool",
+    "test_faults.py",
     "test_golden_runs.py",
+    "test_experiments.py",
+    "pool",
+    "test_run_all.py",
+    "test_resume.py",
+    "test_export.py",
     "test_interrupts.py",
+    "test_analysis.py",
 )
 
 
@@ -88,7 +94,7 @@ def xdist_group_of(nodeid: str) -> str:
     """The group a test runs in under pytest-xdist (one worker runs a group, one test after another):
     every mini-cluster test together (they share the session's cluster, and the others bring up
     clusters of their own that must not overlap), the modules that use the process pools together (one
-    worker starts the pools, not both), every other module by itself (its module-scoped runs, such as
+    worker starts the pools, not each), every other module by itself (its module-scoped runs, such as
     tests/test_run_hsadmm.py's, are trained once, not once per worker)."""
     path = Path(nodeid.split("::", 1)[0])
     if "minicluster" in path.parts:

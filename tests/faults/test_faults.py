@@ -122,7 +122,9 @@ def test_rank_failing_at_rendezvous_ends_the_job_after_the_grace(
     message = str(err.value)
     assert "rank 0 failed and the launcher stopped the others after 3 s" in message, message
     assert "EADDRINUSE" in message, message
-    assert elapsed < 3.0 + 45 < cfg.collective_timeout_s, elapsed
+    # from the launch, the ranks' start-up included (20-45 s on 2 busy cores): without the grace rule rank 1 would
+    # wait for the collective timeout, 300 s, so half of it tells the two apart on a loaded machine too
+    assert elapsed < cfg.collective_timeout_s / 2, elapsed
     run_dir = tmp_path / "adhoc" / "no-port"
     assert not _task_pids(run_dir.resolve() / "submitit", 1)  # the rank that waited is gone
     fault_report(
