@@ -158,14 +158,14 @@ class Children:
 
     def step(self, cmd: list[str], stdout: int | None = None, stderr: int | None = None) -> int:
         """The child's exit status; a signal received meanwhile ends this program once the child has ended."""
-        rc, _ = self._run(cmd, stdout, stderr)
-        if self.received is not None:
-            raise SystemExit(128 + self.received)
-        return rc
+        return self._foreground(cmd, stdout, stderr)[0]
 
     def output(self, cmd: list[str]) -> tuple[int, str]:
         """`step` with the child's standard output captured: (exit status, output)."""
-        rc, out = self._run(cmd, subprocess.PIPE)
+        return self._foreground(cmd, subprocess.PIPE)
+
+    def _foreground(self, cmd: list[str], stdout: int | None = None, stderr: int | None = None) -> tuple[int, str]:
+        rc, out = self._run(cmd, stdout, stderr)
         if self.received is not None:
             raise SystemExit(128 + self.received)
         return rc, out

@@ -37,7 +37,6 @@ REQUIRED_TOOLS = (
     "squeue",
     "scancel",
 )
-_PKG_OF = {"ip": "iproute2", "tc": "iproute2", "nsenter": "util-linux", "munged": "munge"}
 
 
 class MiniClusterError(RuntimeError):
