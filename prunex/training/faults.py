@@ -67,7 +67,11 @@ class Faults:
     def _hold(self, config: RunConfig) -> None:
         if not fnmatch.fnmatch(config.name, self.hold_runs):
             return
-        limit = min(self.hold_s, 0.8 * config.collective_timeout_s)
+        # with a hold file, as long as it exists (PRUNEX_FAULT_HOLD_S is the hold without one), and never so long
+        # that the waiting peers' collectives time out
+        limit = 0.8 * config.collective_timeout_s
+        if self.hold_file is None:
+            limit = min(self.hold_s, limit)
         print(f"[{config.name}] fault injection: holding", flush=True)
         deadline = time.monotonic() + limit
         while time.monotonic() < deadline and (self.hold_file is None or os.path.exists(self.hold_file)):

@@ -21,3 +21,26 @@ def test_faults_come_from_the_environment_and_only_the_asked_rank_injects() -> N
         assert torch.isfinite(model.weight).all()  # not iteration 2
         faults.before_iteration(2, config, topo, model)
         assert torch.isfinite(model.weight).all() == (rank != 0)  # rank 0 only
+
+
+def test_a_hold_with_a_file_lasts_while_the_file_exists_not_hold_s(tmp_path) -> None:
+    """PRUNEX_FAULT_HOLD_S is the hold without a file; with one, the hold ends when the file goes (bounded only
+    by the collective timeout). A test on a loaded machine holding past PRUNEX_FAULT_HOLD_S saw its run go on."""
+    import threading
+    import time
+
+    hold = tmp_path / "hold"
+    hold.touch()
+    faults = Faults.from_env(
+        {"PRUNEX_FAULT_HOLD_AT": "1", "PRUNEX_FAULT_HOLD_FILE": str(hold), "PRUNEX_FAULT_HOLD_S": "0.2"}
+    )
+    topo = Topology(rank=0, world_size=1, nodes=1, procs_per_node=1)
+    config, model = RunConfig(method="ddp", name="r"), torch.nn.Linear(2, 2)  # built before the clock starts
+    threading.Timer(1.0, hold.unlink).start()
+    t0 = time.monotonic()
+    faults.before_iteration(1, config, topo, model)
+    assert 1.0 <= time.monotonic() - t0 < 5.0
+    t0 = time.monotonic()  # without a file: PRUNEX_FAULT_HOLD_S
+    no_file = Faults.from_env({"PRUNEX_FAULT_HOLD_AT": "1", "PRUNEX_FAULT_HOLD_S": "0.2"})
+    no_file.before_iteration(1, config, topo, model)
+    assert 0.2 <= time.monotonic() - t0 < 1.0
