@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import shutil
 import signal
 from pathlib import Path
 
@@ -221,6 +222,32 @@ def test_only_the_newest_complete_set_is_kept_and_loaded(tmp_path: Path) -> None
     (checkpoint.set_dir(tmp_path, 6) / "rank00000.pt").unlink()
     assert checkpoint.newest_complete(tmp_path) is None
     assert checkpoint.load(tmp_path, _topo(), cfg, torch.device("cpu")) is None
+
+
+def test_newest_complete_read_during_a_commit_finds_the_new_set(tmp_path: Path, monkeypatch) -> None:
+    """A reader that found the newer set without its manifest, then the older set removed by that set's commit
+    (`checkpoint.commit`), lists the sets again instead of answering "no checkpoint"."""
+    cfg = RunConfig(method="ddp")
+    _save(tmp_path, 1, cfg)
+    newer = checkpoint.set_dir(tmp_path, 2)
+    newer.mkdir()
+    manifest = checkpoint.set_dir(tmp_path, 1) / checkpoint.MANIFEST
+    real = Path.read_text
+    committed = []
+
+    def read_text(path: Path, *args, **kwargs) -> str:
+        if path == newer / checkpoint.MANIFEST and not committed:  # read just before the commit lands
+            committed.append(True)
+            for f in checkpoint.set_dir(tmp_path, 1).iterdir():
+                if f.name != checkpoint.MANIFEST:
+                    (newer / f.name).write_bytes(f.read_bytes())
+            (newer / checkpoint.MANIFEST).write_text(real(manifest))  # the commit: the manifest, then
+            shutil.rmtree(checkpoint.set_dir(tmp_path, 1))  # the older set removed
+            raise FileNotFoundError(path)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", read_text)
+    assert checkpoint.newest_complete(tmp_path) == newer and committed
 
 
 def test_cadence_is_due_after_its_minutes_and_always_at_zero() -> None:

@@ -111,18 +111,25 @@ def expected_files(nodes: int, procs_per_node: int) -> list[str]:
 
 
 def newest_complete(run_dir: Path) -> Path | None:
-    """The newest checkpoint set with a manifest whose files are all present, or None."""
+    """The newest checkpoint set with a manifest whose files are all present, or None.
+
+    Read while a run commits a newer set (`commit`: its manifest, then the older sets removed), the newer set
+    may still lack its manifest when it is read and the older one be gone when it is: a set that vanished
+    while it was read means the sets changed, so they are listed again."""
     base = root(run_dir)
-    if not base.is_dir():
-        return None
-    sets = sorted((p for p in base.iterdir() if _SET_RE.match(p.name)), key=lambda p: p.name, reverse=True)
-    for d in sets:
-        try:
-            manifest = json.loads((d / MANIFEST).read_text())
-        except (OSError, ValueError):
-            continue
-        if all((d / name).is_file() for name in manifest.get("files", {})):
-            return d
+    while base.is_dir():
+        sets = sorted((p for p in base.iterdir() if _SET_RE.match(p.name)), key=lambda p: p.name, reverse=True)
+        for d in sets:
+            try:
+                manifest = json.loads((d / MANIFEST).read_text())
+                if all((d / name).is_file() for name in manifest.get("files", {})):
+                    return d
+            except (OSError, ValueError):
+                pass
+            if not d.is_dir():  # removed meanwhile: a newer set was committed
+                break
+        else:
+            return None
     return None
 
 
