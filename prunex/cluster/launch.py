@@ -21,8 +21,10 @@ import re
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import submitit
 
@@ -38,6 +40,8 @@ from prunex.training import checkpoint
 from prunex.training.checkpoint import newest_common_iteration
 from prunex.training.config import ConfigError, RunConfig
 from prunex.training.log import DONE
+
+T = TypeVar("T")
 
 __all__ = [
     "CANCEL_WAIT_S",
@@ -161,9 +165,7 @@ def submit(
                     print(f"[{c.name}] reattached to {claim.attach.describe()}, which is still running", flush=True)
             else:
                 owned.append((c, run_dir, claim))
-        item_of = {id(item[0]): item for item in owned}
-        for part in by_submission([c for c, _, _ in owned], slurm, folder):
-            items = [item_of[id(c)] for c in part]
+        for items in by_submission(owned, slurm, folder, config_of=lambda item: item[0]):
             out += _submit_group(items, slurm, folder, echo, one_at_a_time)
             owned = [o for o in owned if o not in items]
     except BaseException as e:
@@ -175,12 +177,16 @@ def submit(
     return out
 
 
-def by_submission(configs: list[RunConfig], slurm: SlurmOptions | None, folder: Path | None) -> list[list[RunConfig]]:
-    """`configs` split into the job arrays they go out as (equal `submission_key`), each in order, in the order
-    of their first run; without `folder` each run goes out in its own folder, so on its own."""
-    groups: dict[tuple, list[RunConfig]] = {}
-    for c in configs:
-        groups.setdefault(submission_key(c, slurm, folder or run_dir_for(c)), []).append(c)
+def by_submission(
+    items: list[T], slurm: SlurmOptions | None, folder: Path | None, config_of: Callable[[T], RunConfig] | None = None
+) -> list[list[T]]:
+    """`items` (runs, or anything `config_of` maps to its run's configuration) split into the job arrays they
+    go out as (equal `submission_key`), each in order, in the order of their first run; without `folder` each
+    run goes out in its own folder, so on its own."""
+    groups: dict[tuple, list[T]] = {}
+    for item in items:
+        c = config_of(item) if config_of is not None else item
+        groups.setdefault(submission_key(c, slurm, folder or run_dir_for(c)), []).append(item)
     return list(groups.values())
 
 
