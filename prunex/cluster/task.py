@@ -10,6 +10,7 @@ value the scheduler set (one GPU bound per task, or the node's GPUs) is kept, an
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import signal
 import socket
@@ -22,6 +23,12 @@ from prunex.cluster.lock import job_owns_run
 from prunex.minicluster.helpers import export_torch_env
 from prunex.training import checkpoint
 from prunex.training.config import RunConfig
+
+# A rank that has not joined the others this fraction of the collective timeout after its task started prints
+# every thread's Python stack to its log (stderr), once, and goes on (`TrainJob`). The ranks waiting for it fail
+# at the full timeout with "ranks [r] did not report their device ... see their logs"; its log then says where it
+# was (an import on a slow file system, a name lookup, ...). Half the timeout: printed before the launcher ends it.
+START_REPORT_FRACTION = 0.5
 
 
 def _resolves(host: str) -> bool:
@@ -46,6 +53,17 @@ class TrainJob(submitit.helpers.Checkpointable):
         self.config, self.run_dir = config, run_dir
 
     def __call__(self) -> str:
+        if self.config.executor == "debug":  # in the driver's own process, whose faulthandler is the driver's
+            return self._run()
+        faulthandler.enable()  # a fatal signal in native code (a kernel, NCCL) prints the Python stacks as well
+        # cancelled by prunex.training.train.train once every rank has joined (START_REPORT_FRACTION)
+        faulthandler.dump_traceback_later(START_REPORT_FRACTION * self.config.collective_timeout_s, exit=False)
+        try:
+            return self._run()
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+
+    def _run(self) -> str:
         if self.config.executor == "local":
             # a local job ends with its launcher (prunex.cluster.jobs); SIGTERM ends a local rank (submitit
             # bypasses it for Slurm preemption, which does not exist here)

@@ -214,8 +214,20 @@ def exchange(store: dist.Store, mine: Placement, world_size: int, timeout_s: flo
 
 
 def rendezvous_store(topo: Topology, timeout_s: float) -> dist.Store:
-    """The job's store from the env:// variables (MASTER_ADDR/PORT, or torchrun's agent store)."""
-    store, _, _ = next(dist.rendezvous("env://", topo.rank, topo.world_size, timeout=timedelta(seconds=timeout_s)))
+    """The job's store from the env:// variables (MASTER_ADDR/PORT, or torchrun's agent store). A rank that
+    never comes (failed or stuck before starting) makes the others time out here: `DeviceError`, one line,
+    that points at the logs, where a stuck rank's stack is (`prunex.cluster.task.START_REPORT_FRACTION`)."""
+    try:
+        store, _, _ = next(dist.rendezvous("env://", topo.rank, topo.world_size, timeout=timedelta(seconds=timeout_s)))
+    except dist.DistError as e:  # DistStoreError (the host's wait for clients) or DistNetworkError (a connect)
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if "timed out" not in first.lower():
+            raise  # not a rank that did not come (e.g. EADDRINUSE): torch's own error
+        raise DeviceError(
+            f"rank {topo.rank} on {socket.gethostname()}: the job's {topo.world_size} ranks did not all join the "
+            f"rendezvous within {timeout_s:g} s ({first}); a rank that failed or is stuck before starting says "
+            "where in its log"
+        ) from None
     store.set_timeout(timedelta(seconds=timeout_s))
     return store
 

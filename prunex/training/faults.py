@@ -13,6 +13,8 @@ call does nothing. Used by tests/faults, tests/test_resume.py and the mini clust
   default every run) stops before iteration K while the file ``PRUNEX_FAULT_HOLD_FILE`` exists
   (without one: for ``PRUNEX_FAULT_HOLD_S`` seconds, default 60), never longer than 80% of the
   collective timeout, so that interrupts and restarts can be tested at a known point of a run.
+- ``PRUNEX_FAULT_STALL_START_RANK=R`` and ``PRUNEX_FAULT_STALL_START_S=S``: rank R sleeps S seconds before
+  the rendezvous (`Faults.before_rendezvous`), a rank stuck while starting (a slow import or file system).
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ class Faults:
     hold_runs: str = "*"
     hold_file: str | None = None
     hold_s: float = 60.0
+    stall_start_rank: int = -1
+    stall_start_s: float = 0.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Faults:
@@ -52,7 +56,14 @@ class Faults:
             hold_runs=env.get("PRUNEX_FAULT_HOLD_RUNS", "*"),
             hold_file=env.get("PRUNEX_FAULT_HOLD_FILE"),
             hold_s=float(env.get("PRUNEX_FAULT_HOLD_S", "60")),
+            stall_start_rank=int(env.get("PRUNEX_FAULT_STALL_START_RANK", "-1")),
+            stall_start_s=float(env.get("PRUNEX_FAULT_STALL_START_S", "0")),
         )
+
+    def before_rendezvous(self, rank: int) -> None:
+        """Stall rank `stall_start_rank` before it joins the others (nothing, normally)."""
+        if rank == self.stall_start_rank:
+            _stall_before_rendezvous(self.stall_start_s)
 
     def before_iteration(self, k: int, config: RunConfig, topo: Topology, model: nn.Module) -> None:
         """Inject what is due at the start of iteration `k` on this rank (nothing, normally)."""
@@ -76,6 +87,10 @@ class Faults:
         deadline = time.monotonic() + limit
         while time.monotonic() < deadline and (self.hold_file is None or os.path.exists(self.hold_file)):
             time.sleep(0.1)
+
+
+def _stall_before_rendezvous(seconds: float) -> None:
+    time.sleep(seconds)  # named, so that a stack dump of this rank shows where it is
 
 
 def preemption_signal() -> None:

@@ -34,6 +34,7 @@ iteration, which does nothing unless a test asked for a fault.
 from __future__ import annotations
 
 import copy
+import faulthandler
 import io
 import json
 import math
@@ -106,8 +107,11 @@ def train(config: RunConfig, run_dir: str | Path) -> Path:
     """Run one training run on this rank; returns the run directory."""
     run_dir = Path(run_dir)
     topo = discover(config.nodes, config.procs_per_node)
+    Faults.from_env().before_rendezvous(topo.rank)  # the tests' fault injection; nothing otherwise
     # the device of --device (auto, cuda, cpu), checked and agreed on by every rank before any collective
     device, store = place(config.device, topo, config.collective_timeout_s)
+    if config.executor != "debug":  # every rank has joined: no start-up report (prunex.cluster.task.TrainJob)
+        faulthandler.cancel_dump_traceback_later()
     _set_threads(machine_rank(topo)[1], device)
     if config.bind_cores and device.type == "cpu":
         bind_to_core(topo.rank)

@@ -136,6 +136,53 @@ def test_rank_failing_at_rendezvous_ends_the_job_after_the_grace(
 
 
 @pytest.mark.slow
+def test_a_rank_stuck_before_the_rendezvous_says_where_in_its_log(
+    data_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fault_report
+) -> None:
+    """Rank 1 sleeps before joining the others (fault injection: a rank stuck in a slow import or file system).
+    Rank 0 fails at the collective timeout (1 of 2 ranks joined) and points at the logs; by then rank 1's log holds
+    its Python stack (`prunex.cluster.task.START_REPORT_FRACTION` of the timeout after its task started), which
+    shows where it is; the launcher ends it after the grace."""
+    from prunex.cluster import launch
+    from prunex.training.config import RunConfig
+
+    monkeypatch.setenv("PRUNEX_FAULT_STALL_START_RANK", "1")
+    monkeypatch.setenv("PRUNEX_FAULT_STALL_START_S", "600")
+    monkeypatch.setattr(launch, "FAILED_RANK_GRACE_S", 3.0)  # the rule, not its 15 s, is what is tested
+    timeout_s = 30  # the report comes at 15 s: after the rank's imports (~4 s of CPU) even on busy cores
+    cfg = RunConfig(
+        method="ddp",
+        procs_per_node=2,
+        train_subset=128,
+        bn_batches=1,
+        collective_timeout_s=timeout_s,
+        data_root=str(data_root),
+        results=str(tmp_path),
+        name="stuck",
+    )
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError) as err:
+        launch.launch(cfg, echo=False)
+    elapsed = time.monotonic() - t0
+    message = str(err.value)
+    assert f"did not all join the rendezvous within {timeout_s} s" in message, message
+    assert "1/2 clients joined" in message, message
+    assert elapsed < timeout_s + 60, elapsed  # the stuck rank was ended, not waited for (it sleeps 600 s)
+    tasks = (tmp_path / "adhoc" / "stuck").resolve() / "submitit"
+    assert not _task_pids(tasks, 1)
+    (log,) = tasks.glob("*_1_log.err")
+    text = log.read_text()
+    report = text[text.index("Timeout (0:00:15)!") :]  # faulthandler's header: printed once, not at exit
+    assert "in _stall_before_rendezvous" in report and "prunex/cluster/task.py" in report, report
+    fault_report(
+        "rank 1 of 1x2 stuck before the rendezvous (local, collective timeout 30 s, grace 3 s)",
+        elapsed,
+        message,
+        "rank 1's log: its Python stack at 15 s (in _stall_before_rendezvous)",
+    )
+
+
+@pytest.mark.slow
 def test_nan_stops_the_run_at_that_iteration_with_a_checkpoint_from_before(
     data_root: Path, tmp_path: Path, fault_report
 ) -> None:
