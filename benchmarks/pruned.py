@@ -9,8 +9,11 @@ nodes x 2 processes (local executor, gloo), per seed S:
    draws one pass of its shard per epoch in batches of 64):
    - ``ddp-sS``: dense DDP;
    - ``hsadmm-keepK-sS``: H-SADMM at channel keep K: `ADMM.iterations` outer iterations of one local
-     epoch (the mask frozen once settled, at T_freeze at the latest), then `ADMM.retrain_epochs` epochs
-     on the frozen mask;
+     epoch, then `ADMM.retrain_epochs` epochs on the frozen mask. With T_freeze 3 and the default
+     `freeze_patience` of 3 the mask freezes after iteration 2 whatever its drift (three drift-free
+     iterations cannot come before T_freeze, since iteration 0 always moves off the all-ones start): the
+     freeze is logged as "T_freeze", and the table's `drift_zero_from` says from which iteration the mask
+     had in fact stopped changing;
    - ``ptf-keepK-sS``: the start pruned once by filter L1 norms to the FLOPs that ``hsadmm-keepK-sS``'s
      exported model achieved, then fine-tuned with DDP.
 
