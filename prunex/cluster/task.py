@@ -26,8 +26,9 @@ from prunex.training.config import RunConfig
 
 # A rank that has not joined the others this fraction of the collective timeout after its task started prints
 # every thread's Python stack to its log (stderr), once, and goes on (`TrainJob`). The ranks waiting for it fail
-# at the full timeout with "ranks [r] did not report their device ... see their logs"; its log then says where it
-# was (an import on a slow file system, a name lookup, ...). Half the timeout: printed before the launcher ends it.
+# at the full timeout saying the job's ranks did not all join and to read the logs
+# (`prunex.training.device.rendezvous_store`); its log then says where it was (an import on a slow file system, a
+# name lookup, ...). Half the timeout: printed before the launcher ends it.
 START_REPORT_FRACTION = 0.5
 
 
