@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from prunex.training.config import RunConfig
 from prunex.training.log import merge_parts, read_parquet, write_atomic
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,6 +31,30 @@ def _task_pids(folder: Path, rank: int) -> list[int]:
         if str(folder).encode() in cmd and f"SUBMITIT_LOCAL_GLOBALID={rank}\0".encode() in env:
             pids.append(int(proc.name))
     return pids
+
+
+def _ddp_1x2(data_root: Path, tmp_path: Path, name: str, **fields: object) -> RunConfig:
+    """A small DDP run of 1 node x 2 processes on the local executor (the rendezvous faults' run)."""
+    return RunConfig(
+        method="ddp",
+        procs_per_node=2,
+        train_subset=128,
+        bn_batches=1,
+        data_root=str(data_root),
+        results=str(tmp_path),
+        name=name,
+        **fields,
+    )
+
+
+def _launch_fails(cfg: RunConfig) -> tuple[str, float]:
+    """Launch `cfg`, which must fail: (the launcher's error, seconds from the launch until it returned)."""
+    from prunex.cluster import launch
+
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError) as err:
+        launch.launch(cfg, echo=False)
+    return str(err.value), time.monotonic() - t0
 
 
 @pytest.mark.slow
@@ -99,27 +124,14 @@ def test_rank_failing_at_rendezvous_ends_the_job_after_the_grace(
     import socket
 
     from prunex.cluster import jobs, launch
-    from prunex.training.config import RunConfig
 
     with socket.socket() as taken:
         taken.bind(("", 0))
         taken.listen()
         monkeypatch.setattr(jobs, "free_port", lambda: taken.getsockname()[1])
         monkeypatch.setattr(launch, "FAILED_RANK_GRACE_S", 3.0)  # the rule, not its 15 s, is what is tested
-        cfg = RunConfig(
-            method="ddp",
-            procs_per_node=2,
-            train_subset=128,
-            bn_batches=1,
-            data_root=str(data_root),
-            results=str(tmp_path),
-            name="no-port",
-        )
-        t0 = time.monotonic()
-        with pytest.raises(RuntimeError) as err:
-            launch.launch(cfg, echo=False)
-        elapsed = time.monotonic() - t0
-    message = str(err.value)
+        cfg = _ddp_1x2(data_root, tmp_path, "no-port")
+        message, elapsed = _launch_fails(cfg)
     assert "rank 0 failed and the launcher stopped the others after 3 s" in message, message
     assert "EADDRINUSE" in message, message
     # from the launch, the ranks' start-up included (20-45 s on 2 busy cores): without the grace rule rank 1 would
@@ -144,27 +156,12 @@ def test_a_rank_stuck_before_the_rendezvous_says_where_in_its_log(
     its Python stack (`prunex.cluster.task.START_REPORT_FRACTION` of the timeout after its task started), which
     shows where it is; the launcher ends it after the grace."""
     from prunex.cluster import launch
-    from prunex.training.config import RunConfig
 
     monkeypatch.setenv("PRUNEX_FAULT_STALL_START_RANK", "1")
     monkeypatch.setenv("PRUNEX_FAULT_STALL_START_S", "600")
     monkeypatch.setattr(launch, "FAILED_RANK_GRACE_S", 3.0)  # the rule, not its 15 s, is what is tested
     timeout_s = 30  # the report comes at 15 s: after the rank's imports (~4 s of CPU) even on busy cores
-    cfg = RunConfig(
-        method="ddp",
-        procs_per_node=2,
-        train_subset=128,
-        bn_batches=1,
-        collective_timeout_s=timeout_s,
-        data_root=str(data_root),
-        results=str(tmp_path),
-        name="stuck",
-    )
-    t0 = time.monotonic()
-    with pytest.raises(RuntimeError) as err:
-        launch.launch(cfg, echo=False)
-    elapsed = time.monotonic() - t0
-    message = str(err.value)
+    message, elapsed = _launch_fails(_ddp_1x2(data_root, tmp_path, "stuck", collective_timeout_s=timeout_s))
     assert f"did not all join the rendezvous within {timeout_s} s" in message, message
     assert "1/2 clients joined" in message, message
     assert elapsed < timeout_s + 60, elapsed  # the stuck rank was ended, not waited for (it sleeps 600 s)
@@ -355,7 +352,6 @@ def test_checkpoint_of_another_configuration_is_refused(tmp_path: Path, fault_re
     import torch
 
     from prunex.training import checkpoint
-    from prunex.training.config import RunConfig
     from prunex.training.topology import Topology
 
     cfg = RunConfig(method="hsadmm")
