@@ -478,8 +478,10 @@ def _num(regime: dict[str, Any], key: str) -> float:
         return math.nan
 
 
-def regime_caption(regime: dict[str, Any] | None) -> str:
-    """The caption line of a regime-matched profile ("" when not regime-matched)."""
+def regime_caption(regime: dict[str, Any] | None, runs: Iterable[Run] = ()) -> str:
+    """The caption line of a regime-matched profile ("" when not regime-matched). Where `runs` (those of the
+    figure) had links of another rate than the regime's (meta.json `link_mbit`: the regime profile runs its
+    link-free experiments, experiments/common.py LINK_FREE, at the local profile's rate), it says so."""
     if not regime:
         return ""
     status = str(regime.get("paper_compute_status") or "")
@@ -489,11 +491,15 @@ def regime_caption(regime: dict[str, Any] | None) -> str:
     where = regime.get("oversubscription") or "oversubscription unknown"
     if probe.get("nodes") and probe.get("procs_per_node"):  # the probed topology; strong scaling runs 1 per node
         where = f"{probe['nodes']} x {probe['procs_per_node']} runs: {where}; 1 process per node: one core each"
-    return (
+    line = (
         f"regime: DDP comm share target {fmt_pct(_num(regime, 'target_share'))} (paper: {comm:.2f} s comm / "
         f"{compute:.2f} s V100 compute{status}), probe compute {fmt(_num(probe, 'compute_s'))} s/iteration, "
         f"inter-node link {fmt(_num(regime, 'bandwidth_mbit'))} Mbit/s (tc), {where}"
     )
+    rates = sorted({float(r.meta["link_mbit"]) for r in runs if isinstance(r.meta.get("link_mbit"), int | float)})
+    if any(not math.isclose(x, _num(regime, "bandwidth_mbit"), rel_tol=0.01) for x in rates):
+        line += f"; the runs shown had {' and '.join(f'{x:.4g}' for x in rates)} Mbit/s links instead"
+    return line
 
 
 def fmt_pct(share: float) -> str:
@@ -646,7 +652,7 @@ def render(spec: FigureSpec, results: Path, out: Path) -> FigureResult:
     lines = [f"Runs: {describe_runs(used or exp.runs)}"]
     if spec.caption_extra:
         lines.append(spec.caption_extra)
-    lines.append(regime_caption(regime))
+    lines.append(regime_caption(regime, used or exp.runs))
     lines += [f"Note: {n}" for n in notes]
     add_caption(fig, lines)
     png, pdf = _save(fig, out, spec.name)

@@ -1,12 +1,14 @@
 """Every experiment of the paper: `python -m experiments.all --profile local --results DIR`.
 
-Takes the options of `experiments.cli` (`--only` selects experiments by name here, a glob). The
-experiments do not depend on each other: on Slurm all their runs are submitted at once (one job
-array per shape) and waited for together; with the local executor they run one after another, in
-the order below. Stopping the driver and running the same command again resumes where it was
-(`experiments.cli`): finished runs are skipped, live jobs reattached, failed ones resubmitted. A
-failed run does not stop the others; the exit code is 1 if any failed. `--dry-run` prints every
-run's Slurm parameters and estimated GPU-hours and the total over the distinct trainings:
+Takes the options of `experiments.cli` (`--only` selects experiments by name here, a glob; `--skip`
+leaves out those matching others, a comma-separated list: ./run_all.sh runs the regime profile's
+`LINK_FREE` ones apart). The experiments do not depend on each other: on Slurm all their runs are
+submitted at once (one job array per shape) and waited for together; with the local executor they
+run one after another, in the order below. Stopping the driver and running the same command again
+resumes where it was (`experiments.cli`): finished runs are skipped, live jobs reattached, failed
+ones resubmitted. A failed run does not stop the others; the exit code is 1 if any failed.
+`--dry-run` prints every run's Slurm parameters and estimated GPU-hours and the total over the
+distinct trainings:
 `python -m experiments.all --profile paper --site puhti --account X --dry-run`.
 """
 
@@ -64,11 +66,18 @@ def dry_run(args: argparse.Namespace, names: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = cli.parser("all", __doc__).parse_args(argv)
+    parser = cli.parser("all", __doc__)
+    parser.add_argument("--skip", help="leave out the experiments whose name matches one of these globs (a,b,...)")
+    args = parser.parse_args(argv)
     names = [n for n in EXPERIMENTS if not args.only or fnmatch.fnmatch(n, args.only)]
     if not names:
         print(f"error: unknown experiment {args.only!r}; known: {', '.join(EXPERIMENTS)}", file=sys.stderr)
         return 2
+    skips = args.skip.split(",") if args.skip else []
+    names = [n for n in names if not any(fnmatch.fnmatch(n, glob) for glob in skips)]
+    if not names:
+        print(f"[all] every experiment selected matches --skip {args.skip}: nothing to run", flush=True)
+        return 0
     if args.dry_run:
         return dry_run(args, names)
     t0 = time.monotonic()

@@ -30,7 +30,9 @@
   running at a time (`--array=0-N%1`), so Slurm starts each run as the one before it ends.
   Strong scaling runs 1 process per node (1 -> 2 nodes, one core each); the latency experiment is
   repeated with seeds 0, 1, 2 (fixed in advance: the run-to-run spread of a 2-core machine is larger
-  than the margins of its claims, docs/results.md).
+  than the margins of its claims, docs/results.md). The experiments whose results do not depend on the
+  link (`LINK_FREE`: the Pareto's accuracy against FLOPs) run at the `local` profile's link instead
+  (`link_free`): the regime's slow link would only cost their time (a third of the Pareto's training time).
 - `smoke`: seconds per run for tests: one process in the foreground (debug executor), 128
   training images, 1 epoch / 2 outer iterations, the inference bench at batch 8 (not 128).
 
@@ -197,6 +199,26 @@ def profile(name: str, executor: str | None = None, regime: dict[str, Any] | Non
         link = LinkConfig() if executor == "slurm" else p.link
         p = dataclasses.replace(p, executor=executor, link=link)
     return p
+
+
+# Experiments whose results do not depend on the inter-node link: the Pareto's accuracies and FLOPs (a run's
+# numbers are the same at any link rate: the collectives sum the same values in the same order; the local and
+# regime profiles' logs of 2026-11-26 hold the same final accuracy for each of their 35 common runs). The
+# regime profile runs them at the local profile's link (`link_free`); each run's meta.json says the rate it had.
+LINK_FREE = ("pareto",)
+# the local profile's inter-node rate as a tc rate: what ./run_all.sh shapes a mini cluster to for `local`, and
+# for the regime profile's LINK_FREE experiments (experiments/run_all.py LOCAL_INTER_BW)
+LOCAL_TC_RATE = f"{_LOCAL.link.bandwidth_gbit:g}gbit"
+
+
+def link_free(p: Profile) -> Profile:
+    """`p` for an experiment of `LINK_FREE`: the `regime` profile at the `local` profile's link, any other
+    profile as it is. With the alpha-beta model (the local executor) that is the modelled rate; on Slurm the
+    links are what the cluster's are: ./run_all.sh reshapes its mini cluster to `LOCAL_TC_RATE` before these
+    experiments (`python -m prunex.minicluster shape`)."""
+    if p.name != "regime" or p.link.model != "alpha-beta":
+        return p
+    return dataclasses.replace(p, link=_LOCAL.link)
 
 
 def run(p: Profile, experiment: str, method: str, name: str, **overrides: Any) -> RunConfig:

@@ -25,6 +25,9 @@ point on Fashion-MNIST (`Profile.accuracy_data`); the paper profile keeps the pa
 seed. From-scratch Pareto runs (no common start) are not part of the experiment: `--init-from` is
 every method's option, so they remain one command away.
 
+In the `regime` profile the Pareto runs at the `local` profile's link (`experiments.common.link_free`): its
+accuracies and FLOPs do not depend on the link, and ./run_all.sh reshapes its mini cluster before it.
+
 Every run but the start is exported and benched after training (`--export`: `export.json`,
 `model_compact.pt2`, `inference.parquet` in its directory), in every profile.
 """
@@ -35,7 +38,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from experiments import cli
-from experiments.common import Profile, run
+from experiments.common import Profile, link_free, run
 from experiments.volume import models
 from prunex.training.config import ADMMConfig, PruneFinetuneConfig, RunConfig
 
@@ -95,6 +98,7 @@ def budget(p: Profile) -> Budget:
 
 
 def runs(p: Profile) -> list[RunConfig]:
+    p = link_free(p)  # accuracies and FLOPs do not depend on the link (experiments.common.LINK_FREE)
     b = budget(p)
     out = []
     for model in models(p):

@@ -53,7 +53,8 @@ The local and regime profiles also run experiments.wire_dtype (bf16 on the wire 
 The profile is `paper` on a real Slurm cluster and `regime` elsewhere (on a mini Slurm cluster where
 root allows): the local runs with the inter-node link rate at which DDP communicates for the share of
 an iteration it does in the paper (probed first, kept in RESULTS/regime.json; prunex/cluster/regime.py);
-`--profile local` is the compute-bound 1 Gbit/s profile. On a real Slurm cluster the preflight check
+`--profile local` is the compute-bound 1 Gbit/s profile; the regime profile runs the Pareto (whose accuracies
+do not depend on the link) last, at that 1 Gbit/s. On a real Slurm cluster the preflight check
 (python -m experiments.doctor) runs first and nothing is submitted unless it passes; --check runs only
 that check. Running the same command again resumes: finished runs are skipped, queued or running Slurm
 jobs reattached. Ctrl-C cancels the jobs (--detach: leaves Slurm jobs running).
@@ -82,6 +83,10 @@ CLUSTER_OPTIONS = (
 OWN_OPTIONS = ("--profile", "--executor", "--results", "--only", "--out")  # the values this job reads itself
 FLAGS = ("--figures-only", "--detach", "--submit-driver")
 CLUSTER_DIR = ROOT / ".prunex-cluster"
+# The local profile's inter-node link as a tc rate (experiments/common.py LOCAL_TC_RATE; only the standard library
+# is imported here): the mini cluster's rate for `local`, and for the regime profile's link-free experiments.
+LOCAL_INTER_BW = "1gbit"
+LINK_FREE = ("pareto",)  # experiments/common.py LINK_FREE: run apart, last, at LOCAL_INTER_BW in the regime profile
 
 
 def say(msg: str) -> None:
@@ -402,7 +407,7 @@ def main_job(argv: list[str], kids: Children) -> int:
     if driver:
         return submit_driver(profile, executor, results, only, cluster_args, slurm_answers, kids)
 
-    inter_bw = "1gbit"
+    inter_bw = LOCAL_INTER_BW
     if profile == "regime":
         # the link rate is chosen before any run, from this machine's compute (prunex/cluster/regime.py), and kept
         # for the life of the results directory: a resumed run trains at the rate it started with
@@ -450,12 +455,24 @@ def main_job(argv: list[str], kids: Children) -> int:
             return 1
     if detach:
         args.append("--detach")
-    rc = kids.run(py("experiments.all", *args))
+    # The regime profile's link-free experiments (the Pareto: accuracy against FLOPs) run last, at the local
+    # profile's link: on the mini cluster reshaped in place (each run's meta.json records the rate it had); with
+    # the local executor their runs model that rate themselves (experiments/common.py link_free).
+    apart = [e for e in LINK_FREE if profile == "regime" and (not only or fnmatch.fnmatchcase(e, only))]
+    rc = kids.run(py("experiments.all", *args, *(["--skip", ",".join(apart)] if apart else [])))
+    alone = ["--profile", profile, "--results", results, *cluster_args]
+    alone += (["--executor", executor] if executor else []) + (["--detach"] if detach else [])
     if rc == 0 and profile in ("local", "regime") and (not only or fnmatch.fnmatchcase("wire_dtype", only)):
         # bf16 on the wire beside fp32 (issue 18): not a paper result, so not in experiments.all
-        wire_args = ["--profile", profile, "--results", results, *cluster_args]
-        wire_args += (["--executor", executor] if executor else []) + (["--detach"] if detach else [])
-        rc = kids.run(py("experiments.wire_dtype", *wire_args))
+        rc = kids.run(py("experiments.wire_dtype", *alone))
+    for experiment in apart if rc in (0, 1) else []:  # as in experiments.all, a failed run does not stop the others
+        shaped = 0
+        if cluster_up:
+            say(f"{experiment}: its results do not depend on the link; node links reshaped to {LOCAL_INTER_BW}")
+            shaped = kids.run(
+                py("prunex.minicluster", "shape", "--inter-bw", LOCAL_INTER_BW, "--dir", str(CLUSTER_DIR))
+            )
+        rc = max(rc, shaped or kids.run(py(f"experiments.{experiment}", *alone)))
     if cluster_up:
         kids.run(py("prunex.minicluster", "down", "--dir", str(CLUSTER_DIR)), stdout=subprocess.DEVNULL)
         kids.cluster_dir = None

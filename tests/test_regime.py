@@ -74,6 +74,30 @@ def test_regime_profile() -> None:
     assert all(c.link == p.link and (c.nodes, c.procs_per_node) == (2, 2) for c in tta.values())
 
 
+def test_the_link_free_pareto_runs_at_the_local_link_in_the_regime_profile(capsys: pytest.CaptureFixture) -> None:
+    """The Pareto's accuracies and FLOPs do not depend on the link (experiments.common.LINK_FREE): the regime
+    profile runs it at the local profile's link, modelled with the local executor; on Slurm the links are the
+    cluster's, which ./run_all.sh reshapes to the same rate (experiments/run_all.py, stdlib only, keeps copies)."""
+    from experiments import all as all_experiments
+    from experiments import common, pareto, run_all
+
+    r = {"bandwidth_mbit": 25.0}
+    local = profile("regime", "local", r)
+    assert {c.link for c in pareto.runs(local)} == {profile("local").link} != {local.link}
+    assert all(c.bind_cores for c in pareto.runs(local))  # still one run at a time, bound: its bench is timed
+    assert {c.link for c in latency.runs(local)} == {local.link}  # what is timed keeps the regime's link
+    slurm = profile("regime", "slurm", r)
+    assert {c.link for c in pareto.runs(slurm)} == {slurm.link}  # the cluster's links: not modelled
+    assert {c.link for c in pareto.runs(profile("local"))} == {profile("local").link}
+    assert run_all.LOCAL_INTER_BW == common.LOCAL_TC_RATE and run_all.LINK_FREE == common.LINK_FREE
+    # ./run_all.sh leaves them out of experiments.all (--skip) and runs them after the others
+    assert all_experiments.main(["--profile", "smoke", "--only", "pareto", "--skip", "pareto"]) == 0
+    assert "nothing to run" in capsys.readouterr().out
+    assert all_experiments.main(["--profile", "smoke", "--skip", "pareto,volume", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "[pareto]" not in out and "[volume]" not in out and "[latency]" in out
+
+
 def test_bind_cores_is_not_part_of_a_runs_identity() -> None:
     c = RunConfig(method="ddp")
     assert dataclasses.replace(c, bind_cores=True).training_key() == c.training_key()
@@ -86,3 +110,57 @@ def test_regime_profile_refuses_to_run_without_its_rate(tmp_path: Path, capsys: 
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "python -m prunex.cluster.regime probe" in err
     assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+class _Recorder:
+    """Children (experiments/run_all.py) that start nothing: each command is recorded as its module and
+    arguments and succeeds; no Slurm answers."""
+
+    def __init__(self) -> None:
+        self.env, self.cluster_dir, self.calls = {"PATH": os.environ.get("PATH", "")}, None, []
+
+    def _record(self, cmd: list[str]) -> int:
+        self.calls.append(cmd[cmd.index("-m") + 1 :] if "-m" in cmd else cmd)
+        return 0
+
+    def step(self, cmd: list[str], stdout: int | None = None, stderr: int | None = None) -> int:
+        return self._record(cmd)
+
+    def run(self, cmd: list[str], stdout: int | None = None) -> int:
+        return self._record(cmd)
+
+    def output(self, cmd: list[str]) -> tuple[int, str]:
+        return self._record(cmd), ""
+
+    def which(self, name: str) -> str | None:
+        return None if name == "sinfo" else f"/usr/bin/{name}"
+
+
+@pytest.mark.parametrize("profile_name, only", [("regime", ""), ("regime", "pareto"), ("local", "")])
+def test_run_all_runs_the_link_free_experiments_last_on_reshaped_links(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, profile_name: str, only: str
+) -> None:
+    """The main job's steps on a mini cluster: the regime profile leaves the Pareto out of experiments.all,
+    then reshapes the node links to the local profile's rate and runs it; the local profile runs it in place."""
+    from experiments import run_all
+
+    (tmp_path / "regime.json").write_text(json.dumps({"tc_rate": "27733kbit", "bandwidth_mbit": 27.733}))
+    monkeypatch.setattr(run_all, "root_on_linux", lambda: True)
+    kids = _Recorder()
+    argv = ["--profile", profile_name, "--results", str(tmp_path)] + (["--only", only] if only else [])
+    assert run_all.main_job(argv, kids) == 0
+    modules = [c[0] for c in kids.calls]
+    main = next(c for c in kids.calls if c[0] == "experiments.all" and "--dry-run" not in c)
+    shape = ["prunex.minicluster", "shape", "--inter-bw", "1gbit", "--dir", str(run_all.CLUSTER_DIR)]
+    if profile_name == "regime":
+        up = next(c for c in kids.calls if c[:2] == ["prunex.minicluster", "up"])
+        assert up[up.index("--inter-bw") + 1] == "27733kbit"  # everything else runs at the regime's rate
+        assert main[-2:] == ["--skip", "pareto"]
+        order = [m for m in modules if m in ("experiments.all", "experiments.wire_dtype", "experiments.pareto")]
+        assert order[-1] == "experiments.pareto" and kids.calls.index(shape) == modules.index("experiments.pareto") - 1
+        assert ("experiments.wire_dtype" in modules) == (only == "")
+        assert modules.index("experiments.pareto") < kids.calls.index(
+            ["prunex.minicluster", "down", "--dir", str(run_all.CLUSTER_DIR)]
+        )
+    else:
+        assert "--skip" not in main and shape not in kids.calls and "experiments.pareto" not in modules

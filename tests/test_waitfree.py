@@ -221,6 +221,11 @@ def test_regime_caption_line(tmp_path: Path) -> None:
     meta = json.loads((run / "meta.json").read_text())
     (run / "meta.json").write_text(json.dumps(meta | {"regime": REGIME}))
     assert read_regime(tmp_path, load_experiment(tmp_path, "latency").runs) == REGIME
+    # runs at the regime's rate (meta.json link_mbit, read from tc) add nothing; runs at another rate (the regime
+    # profile's link-free Pareto, at the local profile's 1 Gbit/s) say which
+    for mbit, extra in ((27.9, ""), (1000.0, "; the runs shown had 1000 Mbit/s links instead")):
+        (run / "meta.json").write_text(json.dumps(meta | {"regime": REGIME, "link_mbit": mbit}))
+        assert regime_caption(REGIME, load_experiment(tmp_path, "latency").runs) == regime_caption(REGIME) + extra
 
 
 def test_every_caption_names_the_regime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,4 +1,4 @@
-"""``python -m prunex.minicluster up|down|status|env``."""
+"""``python -m prunex.minicluster up|shape|down|status|env``."""
 
 from __future__ import annotations
 
@@ -26,8 +26,10 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--mtu", type=int, default=9000)
     up.add_argument("--mem-per-node-mb", type=int, default=None)
     up.add_argument("-q", "--quiet", action="store_true")
-    for name in ("up", "down", "status", "env"):
-        sp = up if name == "up" else sub.add_parser(name)
+    shape = sub.add_parser("shape", help="set every node link of the running cluster to another tc rate, in place")
+    shape.add_argument("--inter-bw", required=True, help="tc rate, e.g. 1gbit")
+    for name in ("up", "shape", "down", "status", "env"):
+        sp = {"up": up, "shape": shape}.get(name) or sub.add_parser(name)
         sp.add_argument("--dir", default=DEFAULT_DIR, help=f"cluster directory (default ./{DEFAULT_DIR})")
         if name == "down":
             sp.add_argument("--all", action="store_true", help="remove every minicluster on this machine")
@@ -57,6 +59,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     c = MiniCluster(args.dir)
+    if args.cmd == "shape":
+        try:
+            c.reshape(args.inter_bw)
+        except MiniClusterError as e:
+            print(f"prunex.minicluster: shape: {e}", file=sys.stderr)
+            return 1
+        print(f"minicluster {c.dir}: node links at {args.inter_bw}")
+        return 0
     if args.cmd == "down":
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_IGN)  # finish tearing down once started

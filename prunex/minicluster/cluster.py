@@ -287,6 +287,12 @@ class MiniCluster:
         else:
             raise MiniClusterError("no free TCP port for slurmctld")
 
+    def _tbf_args(self) -> list[str]:
+        """The token bucket of a node link at `inter_bw`."""
+        rate_bps = parse_rate(self.inter_bw)
+        burst = int(max(64 * 1024, 4 * (self.mtu + 14), rate_bps * 1e-3))  # >= 1 ms of traffic
+        return ["tbf", "rate", self.inter_bw, "burst", str(burst), "latency", "100ms"]
+
     def _tbf(self, ns: str | None, dev: str, with_netem_s: float) -> None:
         """The link's qdiscs: a token bucket at `inter_bw` (if set), under it a netem delay (if any)."""
         pre = ["tc"] + (["-n", ns] if ns else [])
@@ -295,12 +301,31 @@ class MiniCluster:
             if with_netem_s > 0:
                 host.run(pre + ["qdisc", "add", "dev", dev, "root"] + netem)
             return
-        rate_bps = parse_rate(self.inter_bw)
-        burst = int(max(64 * 1024, 4 * (self.mtu + 14), rate_bps * 1e-3))  # >= 1 ms of traffic
-        tbf = ["tbf", "rate", self.inter_bw, "burst", str(burst), "latency", "100ms"]
-        host.run(pre + ["qdisc", "add", "dev", dev, "root", "handle", "1:"] + tbf)
+        host.run(pre + ["qdisc", "add", "dev", dev, "root", "handle", "1:"] + self._tbf_args())
         if with_netem_s > 0:
             host.run(pre + ["qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:"] + netem)
+
+    def reshape(self, inter_bw: str) -> None:
+        """Set every node link of the running cluster to the rate `inter_bw` (both directions), in place:
+        jobs and daemons go on, a netem delay under the bucket stays. A cluster brought up unshaped has no
+        bucket to change: bring it up again with `--inter-bw`. Traffic in flight meets the new rate at once;
+        `prunex.minicluster.wire.observed_link_rate` reads it from a job, so each run records the rate it had."""
+        state = load_state(self.dir)
+        if not state or state.get("phase") != "up":
+            raise MiniClusterError(f"no running minicluster in {self.dir}")
+        self._adopt_state(state)
+        if not state.get("inter_bw"):
+            raise MiniClusterError(
+                f"the minicluster in {self.dir} was brought up unshaped: bring it up with --inter-bw"
+            )
+        parse_rate(inter_bw)
+        self.inter_bw, self.mtu = inter_bw, int(state.get("mtu") or self.mtu)
+        for i in range(self.nodes):
+            ns = self.node_name(i)
+            for pre, dev in ((["tc", "-n", ns], ns), (["tc"], self.root_veth(i))):
+                host.run(pre + ["qdisc", "change", "dev", dev, "root", "handle", "1:"] + self._tbf_args())
+        write_state(self.dir, {**state, "inter_bw": inter_bw, "time": time.time()})
+        self._log(f"node links reshaped to {inter_bw}")
 
     @staticmethod
     def _no_ipv6(ns: str | None, dev: str) -> None:

@@ -29,6 +29,7 @@ digit is a different glyph), per-channel normalisation with the training split's
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import pickle
@@ -221,6 +222,7 @@ def open_fashion_mnist(root: Path, train: bool, transform: object = None) -> Fas
 OPENERS = {"cifar10": _open_cifar10, "digits": open_digits, "fashion-mnist": open_fashion_mnist}
 
 
+@functools.cache  # a run loads its train and test splits: the statistics are read once
 def _stats(dataset: str, root: Path) -> tuple[tuple[float, ...], tuple[float, ...]]:
     if dataset == "cifar10":
         return CIFAR_MEAN, CIFAR_STD

@@ -57,7 +57,7 @@ from prunex.cluster.regime import read as read_regime
 from prunex.comm import Comm
 from prunex.methods import method_class
 from prunex.methods.base import Context, Method
-from prunex.minicluster.wire import observed_link_model, read_counters
+from prunex.minicluster.wire import LINK_MODEL, observed_link_mbit, observed_link_model, read_counters
 from prunex.pruning.export import export_run, summary, write_checksum
 from prunex.training import checkpoint
 from prunex.training.config import RunConfig
@@ -182,6 +182,15 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
         # the link model that shaped the links (a mini cluster's tc), in meta.json and so in every log row
         link_model = observed_link_model(config.link.model)
         meta = collect_meta(job_topology, str(device), backend_for(device), link_model)
+        # the inter-node link rate this run had: tc's on a mini cluster (read at the start of the run), the
+        # modelled one with alpha-beta; None where nothing shapes or models the links
+        meta["link_mbit"] = (
+            observed_link_mbit()
+            if link_model == LINK_MODEL
+            else config.link.bandwidth_gbit * 1e3
+            if link_model == "alpha-beta"
+            else None
+        )
         meta["cpu_binding"] = (
             "one core per process (prunex.cluster.regime.bind_to_core)" if config.bind_cores else "none"
         )

@@ -88,7 +88,9 @@ def test_runs_go_back_to_back_on_minicluster_and_the_wire_matches_estimate(
     for c in configs:
         run_dir = run_dir_for(c)
         assert (run_dir / "DONE").exists()
-        started = pd.Timestamp(json.loads((run_dir / "meta.json").read_text())["started"])
+        meta = json.loads((run_dir / "meta.json").read_text())
+        assert meta["link_mbit"] == 1000.0  # the rate tc gave its links (the session cluster's 1 Gbit/s)
+        started = pd.Timestamp(meta["started"])
         spans.append((started, pd.Timestamp((run_dir / "DONE").stat().st_mtime, unit="s", tz="UTC")))
     (_, first_done), (second_start, _) = sorted(spans)
     assert second_start >= first_done - pd.Timedelta(seconds=1), spans  # meta.json's start: to the second

@@ -115,6 +115,26 @@ def test_status_cli_shows_nodes_and_links(minicluster):
     assert res.stdout.count("tbf") == 4 and "rate 1Gbit" in res.stdout  # both directions of both links
 
 
+def test_shape_changes_every_link_in_place_and_a_node_reads_its_rate(minicluster):
+    """`shape` (./run_all.sh's regime profile before its link-free Pareto) sets both directions of every node
+    link to a new rate while the cluster runs; a process in a node reads it (what a run's meta.json records)."""
+    read = [sys.executable, "-c", "from prunex.minicluster.wire import observed_link_mbit; print(observed_link_mbit())"]
+    in_node = ["ip", "netns", "exec", minicluster.node_name(1), *read]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    try:
+        res = _cli("shape", "--inter-bw", "250mbit", "--dir", str(minicluster.dir))
+        assert res.returncode == 0, res.stderr
+        status = _cli("status", "--dir", str(minicluster.dir)).stdout
+        assert status.count("rate 250Mbit") == 4 and "inter_bw=250mbit" in status, status
+        assert subprocess.run(in_node, capture_output=True, text=True, env=env).stdout.split() == ["250.0"]
+        assert subprocess.run(read, capture_output=True, text=True, env=env).stdout.split() == ["None"]  # no node
+        bad = _cli("shape", "--inter-bw", "fast", "--dir", str(minicluster.dir))
+        assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and "cannot parse bandwidth" in bad.stderr
+    finally:  # the session cluster's rate for the tests after this one
+        assert _cli("shape", "--inter-bw", "1gbit", "--dir", str(minicluster.dir)).returncode == 0
+    assert subprocess.run(in_node, capture_output=True, text=True, env=env).stdout.split() == ["1000.0"]
+
+
 def test_submitit_allreduce_intra_vs_inter(minicluster, tmp_path, record_property):
     ex = _executor(tmp_path / "jobs")
     job = ex.submit(allreduce_probe, NBYTES, 2)
