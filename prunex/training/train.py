@@ -107,7 +107,8 @@ def train(config: RunConfig, run_dir: str | Path) -> Path:
     """Run one training run on this rank; returns the run directory."""
     run_dir = Path(run_dir)
     topo = discover(config.nodes, config.procs_per_node)
-    Faults.from_env().before_rendezvous(topo.rank)  # the tests' fault injection; nothing otherwise
+    faults = Faults.from_env()  # the tests' fault injection (prunex.training.faults); nothing otherwise
+    faults.before_rendezvous(topo.rank)
     # the device of --device (auto, cuda, cpu), checked and agreed on by every rank before any collective
     device, store = place(config.device, topo, config.collective_timeout_s)
     if config.executor != "debug":  # every rank has joined: no start-up report (prunex.cluster.task.TrainJob)
@@ -117,7 +118,7 @@ def train(config: RunConfig, run_dir: str | Path) -> Path:
         bind_to_core(topo.rank)
     init_distributed(topo, device, config.collective_timeout_s, store)
     try:
-        return _train(config, run_dir, topo, device)
+        return _train(config, run_dir, topo, device, faults)
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
@@ -153,7 +154,8 @@ def _evaluate(
     return acc, summed, row, model_copy
 
 
-def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path:
+def _train(config: RunConfig, run_dir: Path, topo, device: torch.device, faults: Faults | None = None) -> Path:
+    faults = Faults.from_env() if faults is None else faults  # `train` reads it once; tests call _train directly
     sharded = config.method == "hsadmm" and config.admm.inter_exchange == "sharded"  # its P inter-node groups
     groups = build_groups(topo, config.collective_timeout_s, shards=sharded)
     comm = Comm(topo, groups, device, config.link)
@@ -219,7 +221,6 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device) -> Path
     cadence = checkpoint.Cadence(config.checkpoint_every_min)
     k, test_acc = start - 1, float("nan")
     evaluated: tuple[int, nn.Module] | None = None  # the last evaluated model (BatchNorm re-estimated)
-    faults = Faults.from_env()  # the tests' fault injection (prunex.training.faults); nothing otherwise
     for k in range(start, total):
         comm.iteration = k
         faults.before_iteration(k, config, topo, ctx.model)
