@@ -34,3 +34,20 @@ def test_rows_name_the_observed_link_model_and_the_config_stays_as_asked(tmp_pat
 def test_outside_a_mini_cluster_node_the_asked_model_is_observed() -> None:
     assert not link_model_active()  # the test machine's own namespace
     assert [observed_link_model(m) for m in ("none", "alpha-beta")] == ["none", "alpha-beta"]
+
+
+def test_the_link_rate_is_read_from_tcs_token_bucket(monkeypatch) -> None:
+    """meta.json's `link_mbit` on a mini cluster node: the rate of its veth's tbf, as tc prints it; None
+    where there is no token bucket (the live reading in a node: tests/minicluster/test_minicluster.py)."""
+    from prunex.minicluster import wire
+
+    shown = {
+        "qdisc tbf 1: root refcnt 3 rate 27733Kbit burst 64Kb lat 100ms": 27.733,
+        "qdisc tbf 1: root refcnt 3 rate 1Gbit burst 125000b lat 100ms\nqdisc netem 10: parent 1:1": 1000.0,
+        "qdisc noqueue 0: root refcnt 2": None,
+    }
+    monkeypatch.setattr(wire.shutil, "which", lambda name: f"/usr/sbin/{name}")  # tc or not on this machine
+    for text, mbit in shown.items():
+        monkeypatch.setattr(wire.subprocess, "run", lambda *a, text_=text, **k: type("R", (), {"stdout": text_})())
+        assert wire.observed_link_mbit("veth0") == mbit
+    assert wire.observed_link_mbit() is None  # not in a node: no veth to read

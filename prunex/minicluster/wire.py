@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import subprocess
 from collections.abc import Iterable
 
 LINK_MODEL = "netns-tc"
@@ -69,16 +71,16 @@ def observed_link_model(asked: str) -> str:
     return LINK_MODEL if asked == "none" and link_model_active() else asked
 
 
+# tc prints a token bucket's rate in bit/s with a decimal prefix: "rate 27733Kbit", "rate 1Gbit"
+_TC_RATE = re.compile(r"\btbf\b.*?\brate ([0-9.]+)([KMGT]?)bit\b")
+_MBIT_PER_UNIT = {"": 1e-6, "K": 1e-3, "M": 1.0, "G": 1e3, "T": 1e6}
+
+
 def observed_link_mbit(iface: str | None = None) -> float | None:
     """The rate in Mbit/s of the token bucket on this process's node link (``iface``: the node's veth),
     read with ``tc qdisc show`` in the process's own namespace: what the link had when the run started,
     whatever the cluster was brought up with (`MiniCluster.reshape` changes it in place). None outside a
     minicluster node, on an unshaped link, or where ``tc`` cannot be run."""
-    import shutil
-    import subprocess
-
-    from .cluster import parse_rate
-
     iface = iface or node_iface()
     tc = shutil.which("tc") or next((p for p in ("/usr/sbin/tc", "/sbin/tc") if os.path.exists(p)), None)
     if iface is None or tc is None:
@@ -87,8 +89,8 @@ def observed_link_mbit(iface: str | None = None) -> float | None:
         out = subprocess.run([tc, "qdisc", "show", "dev", iface], capture_output=True, text=True, timeout=10).stdout
     except (OSError, subprocess.SubprocessError):
         return None
-    m = re.search(r"\btbf\b.*?\brate (\S+)", out)
-    return parse_rate(m.group(1)) * 8 / 1e6 if m else None
+    m = _TC_RATE.search(out)
+    return float(m.group(1)) * _MBIT_PER_UNIT[m.group(2)] if m else None
 
 
 def read_counters(iface: str | None = None) -> tuple[int, int] | None:
