@@ -32,7 +32,7 @@
   repeated with seeds 0, 1, 2 (fixed in advance: the run-to-run spread of a 2-core machine is larger
   than the margins of its claims, docs/results.md). The experiments whose results do not depend on the
   link (`LINK_FREE`: the Pareto's accuracy against FLOPs) run at the `local` profile's link instead
-  (`link_free`): the regime's slow link would only cost their time (a third of the Pareto's training time).
+  (`link_free`): the regime's slow link would only cost their time (6.6 of the Pareto's 14.1 min of training).
 - `smoke`: seconds per run for tests: one process in the foreground (debug executor), 128
   training images, 1 epoch / 2 outer iterations, the inference bench at batch 8 (not 128).
 
@@ -203,7 +203,8 @@ def profile(name: str, executor: str | None = None, regime: dict[str, Any] | Non
 
 # Experiments whose results do not depend on the inter-node link: the Pareto's accuracies and FLOPs (a run's
 # numbers are the same at any link rate: the collectives sum the same values in the same order; the local and
-# regime profiles' logs of 2026-11-26 hold the same final accuracy for each of their 35 common runs). The
+# regime profiles' logs of 2026-11-26 hold the same final accuracy for each of their 35 common runs, and the
+# regime logs made again with the Pareto at 1 Gbit/s the same as before for all 51 runs). The
 # regime profile runs them at the local profile's link (`link_free`); each run's meta.json says the rate it had.
 LINK_FREE = ("pareto",)
 # the local profile's inter-node rate as a tc rate: what ./run_all.sh shapes a mini cluster to for `local`, and

@@ -79,6 +79,33 @@ def test_the_launcher_names_the_rank_that_failed_not_the_peer_that_lost_it(tmp_p
     assert source_error(_job(tmp_path, {}), 2) is None
 
 
+@pytest.mark.parametrize(
+    ("rank0", "cause"),
+    [
+        # rank 1 was SIGKILLed; rank 0 wrote the gloo error of losing it, then took longer than the grace to exit,
+        # so the launcher ended the job (tests/faults/test_faults.py::test_killed_rank_ends_the_job_in_bounded_time
+        # failed this way once in CI): the dead rank is still the cause
+        ("RuntimeError: [gloo/transport/tcp/pair.cc:561] Connection closed by peer [127.0.0.1]:1", "rank 1 ended"),
+        # rank 0's own error (it could not listen at the rendezvous): the launcher ended the waiting rank 1
+        ("OSError: [Errno 98] EADDRINUSE", "rank 0 failed and the launcher stopped the others"),
+    ],
+)
+def test_a_rank_that_only_lost_its_peer_is_not_named_as_the_cause(tmp_path: Path, rank0: str, cause: str) -> None:
+    from prunex.cluster.launch import wait
+
+    job = _job(tmp_path, {0: rank0})  # rank 1: no result file
+    job.job_id, job.paths = "7", SimpleNamespace(folder=tmp_path)
+
+    def results() -> None:
+        raise RuntimeError(f"Traceback (most recent call last):\n  ...\n{rank0}")
+
+    job.results = results
+    config = RunConfig(method="ddp", name="victim", nodes=2, procs_per_node=1)
+    with pytest.raises(RuntimeError) as e:
+        wait(job, config, tmp_path, stopped_after=[0])
+    assert cause in str(e.value) and rank0 in str(e.value), str(e.value)
+
+
 SUBMITIT_LOG = (
     "submitit INFO (2026-11-26 12:00:00,000) Starting with JobEnvironment(job_id=7, hostname=vm, local_rank=1(2), "
     "node=0(1), global_rank=1(2))\n"

@@ -254,14 +254,18 @@ def wait(job: submitit.Job, config: RunConfig, run_dir: Path, stopped_after: lis
 
     The message names the ranks that ended without a result first (killed, out of memory, preempted
     without requeue: the likely cause), then the first error a surviving rank raised. `stopped_after`:
-    the ranks whose failure made the launcher stop the others (`wait_all`), named instead.
+    the ranks whose failure made the launcher stop the others (`wait_all`), named instead, unless all they
+    raised was the loss of a peer (`PEER_LOSS`): then a rank without a result is still the cause (a rank
+    SIGKILLed mid-run, whose peer's gloo error was written while that peer was slow to exit).
     """
     try:
         job.results()
     except Exception as e:  # submitit re-raises the task's exception with its traceback text
         dead = _ranks_without_result(job, config.world_size)
+        source = source_error(job, config.world_size)
+        lost_a_peer = source is not None and _is_peer_loss(source[1])  # no rank raised an error of its own
         cause = ""
-        if dead and stopped_after:
+        if dead and stopped_after and not lost_a_peer:
             failed = ", ".join(map(str, stopped_after))
             cause = f"rank{'s' if len(stopped_after) > 1 else ''} {failed} failed and the launcher stopped the others "
             cause += f"after {FAILED_RANK_GRACE_S:g} s; "
@@ -270,7 +274,6 @@ def wait(job: submitit.Job, config: RunConfig, run_dir: Path, stopped_after: lis
             cause = f"rank{'s' if len(dead) > 1 else ''} {ranks} ended without a result (killed, out of memory or "
             cause += "lost its node: see its log); "
         message = _last_line(str(e))
-        source = source_error(job, config.world_size)
         if source is not None and not dead:  # the rank that failed first, not a peer that lost it
             rank, own, consequences = source
             message = f"rank {rank}: {own}"
@@ -295,6 +298,10 @@ PEER_LOSS = (
 )
 
 
+def _is_peer_loss(message: str) -> bool:
+    return any(p in message.lower() for p in PEER_LOSS)
+
+
 def source_error(job: submitit.Job, tasks: int) -> tuple[int, str, list[int]] | None:
     """(rank, its error's last line, the other failed ranks) for the rank whose error is its own, read from
     the tasks' result files: the first that is not a peer's loss (`PEER_LOSS`), else the lowest failed
@@ -312,7 +319,7 @@ def source_error(job: submitit.Job, tasks: int) -> tuple[int, str, list[int]] | 
             errors[r] = _last_line(str(payload))
     if not errors:
         return None
-    own = [r for r, m in errors.items() if not any(p in m.lower() for p in PEER_LOSS)]
+    own = [r for r, m in errors.items() if not _is_peer_loss(m)]
     rank = own[0] if own else min(errors)
     return rank, errors[rank], sorted(set(errors) - {rank})
 

@@ -309,7 +309,7 @@ class MiniCluster:
         """Set every node link of the running cluster to the rate `inter_bw` (both directions), in place:
         jobs and daemons go on, a netem delay under the bucket stays. A cluster brought up unshaped has no
         bucket to change: bring it up again with `--inter-bw`. Traffic in flight meets the new rate at once;
-        `prunex.minicluster.wire.observed_link_rate` reads it from a job, so each run records the rate it had."""
+        `prunex.minicluster.wire.observed_link_mbit` reads it from a job, so each run records the rate it had."""
         state = load_state(self.dir)
         if not state or state.get("phase") != "up":
             raise MiniClusterError(f"no running minicluster in {self.dir}")
