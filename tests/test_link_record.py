@@ -46,7 +46,7 @@ def test_the_link_rate_is_read_from_tcs_token_bucket(monkeypatch) -> None:
         "qdisc tbf 1: root refcnt 3 rate 1Gbit burst 125000b lat 100ms\nqdisc netem 10: parent 1:1": 1000.0,
         "qdisc noqueue 0: root refcnt 2": None,
     }
-    monkeypatch.setattr(wire.shutil, "which", lambda name: f"/usr/sbin/{name}")  # tc or not on this machine
+    monkeypatch.setattr(wire.shutil, "which", lambda name, path=None: f"/usr/sbin/{name}")  # tc or not on this machine
     for text, mbit in shown.items():
         monkeypatch.setattr(wire.subprocess, "run", lambda *a, text_=text, **k: type("R", (), {"stdout": text_})())
         assert wire.observed_link_mbit("veth0") == mbit

@@ -82,7 +82,7 @@ def observed_link_mbit(iface: str | None = None) -> float | None:
     whatever the cluster was brought up with (`MiniCluster.reshape` changes it in place). None outside a
     minicluster node, on an unshaped link, or where ``tc`` cannot be run."""
     iface = iface or node_iface()
-    tc = shutil.which("tc") or next((p for p in ("/usr/sbin/tc", "/sbin/tc") if os.path.exists(p)), None)
+    tc = shutil.which("tc", path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"]))
     if iface is None or tc is None:
         return None
     try:

@@ -154,6 +154,14 @@ def _evaluate(
     return acc, summed, row, model_copy
 
 
+def _link_mbit(link_model: str, config: RunConfig) -> float | None:
+    """The inter-node link rate this run had (meta.json `link_mbit`): tc's on a mini cluster node (read at the
+    start of the run), the modelled one with alpha-beta; None where nothing shapes or models the links."""
+    if link_model == LINK_MODEL:
+        return observed_link_mbit()
+    return config.link.bandwidth_gbit * 1e3 if link_model == "alpha-beta" else None
+
+
 def _train(config: RunConfig, run_dir: Path, topo, device: torch.device, faults: Faults | None = None) -> Path:
     faults = Faults.from_env() if faults is None else faults  # `train` reads it once; tests call _train directly
     sharded = config.method == "hsadmm" and config.admm.inter_exchange == "sharded"  # its P inter-node groups
@@ -184,15 +192,7 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device, faults:
         # the link model that shaped the links (a mini cluster's tc), in meta.json and so in every log row
         link_model = observed_link_model(config.link.model)
         meta = collect_meta(job_topology, str(device), backend_for(device), link_model)
-        # the inter-node link rate this run had: tc's on a mini cluster (read at the start of the run), the
-        # modelled one with alpha-beta; None where nothing shapes or models the links
-        meta["link_mbit"] = (
-            observed_link_mbit()
-            if link_model == LINK_MODEL
-            else config.link.bandwidth_gbit * 1e3
-            if link_model == "alpha-beta"
-            else None
-        )
+        meta["link_mbit"] = _link_mbit(link_model, config)
         meta["cpu_binding"] = (
             "one core per process (prunex.cluster.regime.bind_to_core)" if config.bind_cores else "none"
         )
