@@ -88,11 +88,11 @@ def run_case(
         epochs=1,
         batch_size=32,
         bn_batches=2,
-        eval_every=1000,  # evaluate the last iteration only (evaluation is most of a smoke run's time)
         executor="local",
         results=root,
         name=name,
-        **{"lr": PIN_LR, **CASES[name], **(fields or {})},
+        # evaluate the last iteration only (evaluation is most of a smoke run's time) unless `fields` says otherwise
+        **{"lr": PIN_LR, "eval_every": 1000, **CASES[name], **(fields or {})},
     )
     run_dir = Path(root) / cfg.experiment / cfg.name
     default = torch.get_default_dtype()

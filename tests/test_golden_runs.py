@@ -45,6 +45,7 @@ tests/pin_spread.py`` (tests/golden/spread.json).
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -126,3 +127,19 @@ def test_pin_catches_a_small_change(name: str, data_root: Path, tmp_path: Path) 
     tol = tolerance(name)
     assert compare(got, want, tol), "a 1e-3 relative change passed the pin"
     assert exact or worst >= MARGIN * tol, f"caught by only {worst:.3g} at {where} (tolerance {tol:g})"
+
+
+def test_evaluating_every_iteration_trains_the_pinned_model(data_root: Path, tmp_path: Path) -> None:
+    """The pins evaluate the last iteration only; evaluated after every iteration (4 evaluations, each
+    re-estimating BatchNorm on augmented training batches), H-SADMM must still train the pinned model and
+    log the pinned communication, residuals and masks: evaluation gives back every random number it draws
+    (`prunex.training.evaluation.rng_untouched`), so the cadence cannot change training."""
+    got = _run("hsadmm-2x1", tmp_path, data_root, {"eval_every": 1})
+    want = json.loads(GOLDEN.read_text())["hsadmm-2x1"]
+    acc = [row[got["steps"]["columns"].index("test_acc")] for row in got["steps"]["rows"]]
+    assert not any(math.isnan(a) for a in acc), f"not every iteration was evaluated: {acc}"
+    # everything the pin holds but the steps table, whose test_acc column now has a value at every iteration
+    kept = [k for k in want if k != "steps"]
+    assert "final_model" in kept and "residuals" in kept
+    problems = compare({k: got[k] for k in kept}, {k: want[k] for k in kept}, tolerance("hsadmm-2x1"))
+    assert not problems, "evaluating every iteration changed training:\n" + "\n".join(problems[:10])

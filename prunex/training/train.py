@@ -63,7 +63,16 @@ from prunex.training import checkpoint
 from prunex.training.config import RunConfig
 from prunex.training.data import load_dataset
 from prunex.training.device import machine_rank, place
-from prunex.training.evaluation import average_bn, combine, count_correct, held_out_slice, recalibrate_bn
+from prunex.training.evaluation import (
+    average_bn,
+    combine,
+    count_correct,
+    held_out_slice,
+    in_memory,
+    recalibrate_bn,
+    recalibration_batches,
+    rng_untouched,
+)
 from prunex.training.faults import Faults
 from prunex.training.log import RunLog, collect_meta, merge_parts, write_atomic, write_json, write_meta
 from prunex.training.models import build_model
@@ -130,14 +139,17 @@ def _evaluate(
     """Sharded evaluation of one model (module docstring); returns the accuracy, the summed votes,
     this rank's `evaluation` row and the evaluated model (what `final_model.pt` holds)."""
     # the device's clock (prunex.comm.clocks): on a GPU the work is asynchronous, a host clock would time launches
-    bn = comm.timer.start()
-    model_copy = copy.deepcopy(method.eval_model())
-    recalibrate_bn(model_copy, method.loader, config.bn_batches, device)
-    average_bn(model_copy, comm)
-    bn.stop()
-    ev = comm.timer.start()
-    correct, count = count_correct(model_copy, loader, device)
-    ev.stop()
+    # evaluating leaves training's random numbers as they were (evaluation.py): the re-estimation's
+    # augmentations and every loader's seed are given back
+    with rng_untouched(device):
+        bn = comm.timer.start()
+        model_copy = copy.deepcopy(method.eval_model())
+        recalibrate_bn(model_copy, recalibration_batches(method.loader), config.bn_batches, device)
+        average_bn(model_copy, comm)
+        bn.stop()
+        ev = comm.timer.start()
+        correct, count = count_correct(model_copy, loader, device)
+        ev.stop()
     co = comm.timer.start()
     acc, images, summed = combine(comm, correct, count, votes)
     co.stop()
@@ -180,7 +192,8 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device, faults:
     if config.train_subset:
         train_set = Subset(train_set, range(min(config.train_subset, len(train_set))))
     test_set = load_dataset(config.dataset, config.data_root, train=False)
-    test_loader = DataLoader(held_out_slice(test_set, topo.rank, topo.world_size), batch_size=256, num_workers=0)
+    # this rank's slice of the test split, transformed once (no random numbers) and evaluated from memory
+    test_loader = DataLoader(in_memory(held_out_slice(test_set, topo.rank, topo.world_size)), batch_size=256)
     # Kernel-counted bytes on the node's link (mini cluster only): node leaders sample their
     # namespace's interface before the method is built (DDP broadcasts then) and after each iteration.
     wire_last = read_counters() if topo.is_leader else None
