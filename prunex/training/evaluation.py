@@ -98,8 +98,8 @@ def recalibration_batches(loader: DataLoader) -> DataLoader:
     """The batches `loader` would yield next (its dataset, transforms and batch sampler: the rank's shard in
     this epoch's order; its generator's seed), read in this process from a copy of that generator, so that
     the training loader's own generator and workers are not touched and `rng_untouched` gives back every
-    number the transforms draw. A run's last evaluation therefore reads the very batches it read before
-    evaluation was isolated from training."""
+    number the transforms draw. With the default `num_workers=0`, a run's last evaluation therefore reads
+    the very batches it read before evaluation was isolated from training."""
     generator = None
     if loader.generator is not None:
         generator = torch.Generator()
