@@ -158,7 +158,13 @@ def test_a_float32_model_evaluates_in_channels_last_and_is_returned_in_nchw(data
     )
     assert eval_memory_format(model.double(), cpu) is torch.contiguous_format
     model.float()
+    seen: list[bool] = []  # the layout of what the stem convolution received, per batch
+    hook = model.conv1.register_forward_pre_hook(
+        lambda m, args: seen.append(args[0].is_contiguous(memory_format=torch.channels_last))
+    )
     correct, total = count_correct(model, DataLoader(held, batch_size=16), cpu)
+    hook.remove()
     assert total == 40 and 0 <= correct <= 40
+    assert seen == [eval_memory_format(model, cpu) is torch.channels_last] * 3  # 3 batches, each in that layout
     assert all(p.is_contiguous() for p in model.parameters())
     assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
