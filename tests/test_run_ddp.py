@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 from distributed import train_on_pool
 
+from prunex.training import allocator
 from prunex.training.config import RunConfig
 from prunex.training.log import COMM_COLUMNS, COMM_LATER_COLUMNS, STEPS_COLUMNS
 from prunex.training.models import build_model, count_parameters
@@ -37,6 +38,8 @@ def test_writes_the_tables(ddp_run: Path) -> None:
     assert meta["topology"]["nodes"] == 2 and meta["topology"]["procs_per_node"] == 2
     assert meta["backend"] == "gloo" and meta["link_model"] == "none"
     assert {"git_sha", "git_dirty", "packages", "hostname", "slurm_job_id"} <= meta.keys()
+    # the allocator settings the ranks ran with (prunex.training.allocator; CI's Linux has glibc)
+    assert meta["malloc"] == allocator.DESCRIPTION
     steps = pd.read_parquet(ddp_run / "steps.parquet")
     comm = pd.read_parquet(ddp_run / "comm.parquet")
     assert list(steps.columns) == STEPS_COLUMNS and list(comm.columns) == COMM_COLUMNS + COMM_LATER_COLUMNS

@@ -59,6 +59,7 @@ from prunex.pruning.export import (
     load_run_model,
     max_relative_error,
 )
+from prunex.training.allocator import keep_freed_memory
 from prunex.training.log import INFERENCE_COLUMNS, hardware_name, write_parquet
 
 BATCHES = (1, 128)
@@ -345,6 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     if not batches or min(batches) < 1 or args.warmup < 1:
         return fail(f"--batches must be >= 1 and --warmup >= 1, got {args.batches!r} and {args.warmup}")
     torch.set_num_threads(args.threads or usable_cores())
+    keep_freed_memory()  # as in the run's own in-job bench (prunex.training.allocator)
     try:
         if args.model is not None:
             from prunex.training.models import MODELS  # lazy: torchvision, only with --model

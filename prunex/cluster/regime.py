@@ -137,9 +137,11 @@ def oversubscription(world_size: int, cores: int) -> str:
 def _probe_rank(rank: int, world: int, args: dict[str, Any], barrier: Any, out: Any) -> None:
     import torch
 
+    from prunex.training.allocator import keep_freed_memory  # lazy: ctypes, in the probe's processes only
     from prunex.training.data import load_dataset, shard_loader  # lazy: torch, in the probe's processes only
     from prunex.training.models import build_model  # lazy: torch, as above
 
+    keep_freed_memory()  # as every rank of the runs does (prunex.training.train.train)
     core = bind_to_core(rank)
     torch.manual_seed(args["seed"])
     model = build_model(args["model"])

@@ -60,6 +60,7 @@ from prunex.methods.base import Context, Method
 from prunex.minicluster.wire import LINK_MODEL, observed_link_mbit, observed_link_model, read_counters
 from prunex.pruning.export import export_run, summary, write_checksum
 from prunex.training import checkpoint
+from prunex.training.allocator import keep_freed_memory
 from prunex.training.config import RunConfig
 from prunex.training.data import load_dataset
 from prunex.training.device import machine_rank, place
@@ -115,6 +116,7 @@ def seed_everything(seed: int) -> None:
 def train(config: RunConfig, run_dir: str | Path) -> Path:
     """Run one training run on this rank; returns the run directory."""
     run_dir = Path(run_dir)
+    keep_freed_memory()  # every step's buffers reused, not page-faulted in again (prunex.training.allocator)
     topo = discover(config.nodes, config.procs_per_node)
     faults = Faults.from_env()  # the tests' fault injection (prunex.training.faults); nothing otherwise
     faults.before_rendezvous(topo.rank)
@@ -209,6 +211,7 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device, faults:
         meta["cpu_binding"] = (
             "one core per process (prunex.cluster.regime.bind_to_core)" if config.bind_cores else "none"
         )
+        meta["malloc"] = keep_freed_memory()  # applied by `train` at start; None: glibc's defaults
         regime = read_regime()  # the regime-matched profile's link rate and why (prunex.cluster.regime)
         if regime is not None:
             meta["regime"] = regime
