@@ -44,6 +44,7 @@ tests/pin_spread.py`` (tests/golden/spread.json).
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -89,17 +90,43 @@ def _run(name: str, root: Path, data_root: Path, fields: dict | None = None) -> 
     return run_distributed(run_case, 2, name, str(root), str(data_root), fields, timeout_s=300, env=PIN_ENV)[0]
 
 
+# Cases trained evaluated after every iteration, held to the pin all the same: the pins are recorded evaluated at
+# the last iteration only (test_acc there, NaN before), and evaluation must not change what a run trains (it gives
+# back every random number it draws, `prunex.training.evaluation.rng_untouched`; without that, hsadmm-2x1's final
+# model moved by 0.60 scaled). One run checks both, instead of a second hsadmm-2x1 run for the cadence.
+EVALUATED_EVERY_ITERATION = {"hsadmm-2x1"}
+
+
+def _accuracy_where_pinned(got: dict, want: dict) -> dict:
+    """`got` with its steps table's test_acc kept only where the pin has one; every other value is compared in
+    full. First checks that every iteration was evaluated."""
+    steps = copy.deepcopy(got["steps"])
+    col = steps["columns"].index("test_acc")
+    acc = [row[col] for row in steps["rows"]]
+    assert acc and not any(math.isnan(a) for a in acc), f"not every iteration was evaluated: {acc}"
+    # rows sorted by iteration in both; a differing row count is reported by `compare`
+    for row, pinned in zip(steps["rows"], want["steps"]["rows"], strict=False):
+        if math.isnan(pinned[col]):
+            row[col] = math.nan
+    return {**got, "steps": steps}
+
+
 @pytest.mark.parametrize("name", list(CASES))
 def test_logs_match_the_pinned_run(name: str, data_root: Path, tmp_path: Path) -> None:
-    got = _run(name, tmp_path, data_root)
-    if os.environ.get("PRUNEX_UPDATE_GOLDEN"):
+    update = bool(os.environ.get("PRUNEX_UPDATE_GOLDEN"))
+    every = name in EVALUATED_EVERY_ITERATION and not update  # a pin is recorded at its case's own cadence
+    got = _run(name, tmp_path, data_root, {"eval_every": 1} if every else None)
+    if update:
         golden = json.loads(GOLDEN.read_text()) if GOLDEN.exists() else {}
         golden[name] = got
         GOLDEN.write_text(dump(golden))
         return
     want = json.loads(GOLDEN.read_text())[name]
+    if every:
+        got = _accuracy_where_pinned(got, want)
     problems = compare(got, want, tolerance(name))
-    assert not problems, f"{name} differs from its pin ({len(problems)}):\n" + "\n".join(problems[:10])
+    label = f"{name}, evaluated after every iteration," if every else name
+    assert not problems, f"{label} differs from its pin ({len(problems)}):\n" + "\n".join(problems[:10])
 
 
 def test_the_spread_is_of_the_pinned_cases_and_moved_no_exact_value() -> None:
@@ -127,19 +154,3 @@ def test_pin_catches_a_small_change(name: str, data_root: Path, tmp_path: Path) 
     tol = tolerance(name)
     assert compare(got, want, tol), "a 1e-3 relative change passed the pin"
     assert exact or worst >= MARGIN * tol, f"caught by only {worst:.3g} at {where} (tolerance {tol:g})"
-
-
-def test_evaluating_every_iteration_trains_the_pinned_model(data_root: Path, tmp_path: Path) -> None:
-    """The pins evaluate the last iteration only; evaluated after every iteration (4 evaluations, each
-    re-estimating BatchNorm on augmented training batches), H-SADMM must still train the pinned model and
-    log the pinned communication, residuals and masks: evaluation gives back every random number it draws
-    (`prunex.training.evaluation.rng_untouched`), so the cadence cannot change training."""
-    got = _run("hsadmm-2x1", tmp_path, data_root, {"eval_every": 1})
-    want = json.loads(GOLDEN.read_text())["hsadmm-2x1"]
-    acc = [row[got["steps"]["columns"].index("test_acc")] for row in got["steps"]["rows"]]
-    assert not any(math.isnan(a) for a in acc), f"not every iteration was evaluated: {acc}"
-    # everything the pin holds but the steps table, whose test_acc column now has a value at every iteration
-    kept = [k for k in want if k != "steps"]
-    assert "final_model" in kept and "residuals" in kept
-    problems = compare({k: got[k] for k in kept}, {k: want[k] for k in kept}, tolerance("hsadmm-2x1"))
-    assert not problems, "evaluating every iteration changed training:\n" + "\n".join(problems[:10])

@@ -3,12 +3,14 @@
 A training step on the CPU allocates and frees the same activation, gradient and im2col buffers every
 step. With glibc's defaults, a buffer above the mmap threshold (128 KiB at start, raised as buffers are
 freed) is a fresh `mmap`, and a freed top of the heap beyond the trim threshold goes back to the kernel:
-the next step page-faults those pages in again, zero-filled by the kernel. ResNet-20 at batch 32 on one
-thread of this project's 2-core AMD EPYC VM took 152-183 ms per SGD step with 120,000-390,000 minor
-page faults per 40 steps (1.2 s of the 7 s of CPU was the kernel's); with `keep_freed_memory` 135-139 ms
-per step, next to no page faults and no system time (`/tmp/stepbench.py` in the 2026-11-27 note: 40
-timed steps after 5, `resource.getrusage` around them). The same tuning is PyTorch's CPU performance
-guide's reason for jemalloc or tcmalloc (`LD_PRELOAD`); `mallopt` needs nothing installed.
+the next step page-faults those pages in again, zero-filled by the kernel. `python -m prunex.bench.allocator`
+measures it: fresh processes with and without the settings, ResNet-20 at batch 32, one thread, 40 steps. On
+this project's 2-core AMD EPYC VM (2026-11-27) the timed steps page-faulted 11,000-450,000 pages in with
+glibc's defaults and next to none with the settings. Four processes at once (a 2 x 2 run's load on 2 cores)
+stepped 1.20x faster (1.14x in a run of 30 steps); one process alone 1.19x in one run and 0.95x in
+another (within its noise: the defaults' page faults vary from process to process). Intel's CPU tuning guide
+for PyTorch recommends jemalloc or TCMalloc (`LD_PRELOAD`) for the same reason; `mallopt` needs nothing
+installed.
 
 `keep_freed_memory()` sets, with `mallopt(3)`: the mmap threshold to 32 MiB (glibc's upper limit on 64-bit
 systems, so buffers up to that size come from the heap), the trim threshold to 2 GiB - 1 (the heap is not
