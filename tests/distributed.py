@@ -71,11 +71,11 @@ def _worker(rank: int, world: int, port: int, env: dict[str, str], tasks: Any, r
 def _destroy_task_groups() -> None:
     """Destroy the process groups a finished task made (`build_groups`, `dist.new_group`); the pool's default
     group stays. Each gloo group keeps a transport thread (`gloo_tcp_loop`) that wakes while the process
-    idles: the 4-process pool that the pool modules share (tests/conftest.py) had made dozens by the end of
-    those modules, and its idle processes then took ~170 s of CPU over the rest of a suite (60-70 s each,
-    against ~23 s for the same tests run alone; 2026-11-27, 2-core AMD EPYC). torch lists the groups only
-    in `distributed_c10d._world`, a private attribute: where a torch version lacks it, nothing is destroyed
-    (the pool only idles less cheaply)."""
+    idles, one per group made (16 in a pool process after test_run_hsadmm, test_evaluation and test_admm_convex).
+    The 4-process pool that the pool modules share (tests/conftest.py) then took ~170 s more CPU over the rest of
+    a suite than the same tests alone (60-70 s per process against ~23 s; 2026-11-27, 2-core AMD EPYC,
+    tests/cpu_sampler.py). torch lists the groups only in `distributed_c10d._world`, a private attribute: where
+    a torch version lacks it, nothing is destroyed (the pool only idles less cheaply)."""
     import torch.distributed as dist
 
     groups = getattr(getattr(dist.distributed_c10d, "_world", None), "pg_group_ranks", None)
