@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from prunex.bench.allocator import run_once
+
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="mallopt is glibc's (Linux)")
 
@@ -32,27 +34,6 @@ for _ in range(4):
 print(json.dumps({"applied": applied, "faults": faults}))
 """
 
-# 6 SGD steps of ResNet-20 at batch 16, one thread, and their losses.
-STEPS = """
-import json, torch
-from prunex.training.allocator import keep_freed_memory
-from prunex.training.models import build_model
-applied = keep_freed_memory()
-torch.set_num_threads(1)
-torch.manual_seed(0)
-model = build_model("resnet20")
-opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-x, y = torch.randn(16, 3, 32, 32), torch.randint(0, 10, (16,))
-losses = []
-for _ in range(6):
-    opt.zero_grad()
-    loss = torch.nn.functional.cross_entropy(model(x), y)
-    loss.backward()
-    opt.step()
-    losses.append(loss.item())
-print(json.dumps({"applied": applied, "losses": losses}))
-"""
-
 
 def _child(code: str, **env: str) -> dict:
     out = subprocess.run(
@@ -73,6 +54,8 @@ def test_freed_memory_is_reused_not_faulted_in_again() -> None:
 
 
 def test_training_computes_the_same_values() -> None:
-    kept, default = _child(STEPS), _child(STEPS, PRUNEX_MALLOC="default")
+    # python -m prunex.bench.allocator's processes: ResNet-20 at batch 16, one thread, 6 SGD steps (1 + 5 timed)
+    (kept,) = run_once("resnet20", 16, 1, 5, kept=True)
+    (default,) = run_once("resnet20", 16, 1, 5, kept=False)
     assert kept["applied"] and default["applied"] is None
     assert kept["losses"] == default["losses"]  # where a buffer lives does not change what is computed

@@ -42,16 +42,16 @@ def step():
 for _ in range(warmup):
     step()
 r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-for _ in range(steps):
-    loss = step()
+losses = [step() for _ in range(steps)]
 t1, r1 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({"applied": applied, "ms_per_step": (t1 - t0) / steps * 1e3, "faults": r1.ru_minflt - r0.ru_minflt,
-                  "sys_s": r1.ru_stime - r0.ru_stime, "loss": loss}))
+                  "sys_s": r1.ru_stime - r0.ru_stime, "losses": losses}))
 """
 
 
 def run_once(model: str, batch: int, warmup: int, steps: int, kept: bool, procs: int = 1) -> list[dict]:
-    """`procs` processes at once, with the settings (`kept`) or glibc's defaults; each one's result."""
+    """`procs` processes at once, with the settings (`kept`) or glibc's defaults; each one's result: whether the
+    settings were applied, ms per timed step, page faults and system seconds of the timed steps, their losses."""
     env = dict(os.environ)
     if kept:
         env.pop("PRUNEX_MALLOC", None)
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
                 times[kept].append(res["ms_per_step"])
                 print(
                     f"repeat {r} {label:8s} {res['ms_per_step']:7.1f} ms/step  {res['faults']:7d} minor faults  "
-                    f"{res['sys_s']:5.2f} s system  last loss {res['loss']!r}",
+                    f"{res['sys_s']:5.2f} s system  last loss {res['losses'][-1]!r}",
                     flush=True,
                 )
     defaults, kept = statistics.median(times[False]), statistics.median(times[True])
