@@ -16,6 +16,7 @@ Residuals and penalty balancing are in `prunex.admm.residuals`, mask freezing in
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Mapping
 
@@ -25,7 +26,7 @@ from torch import Tensor
 from prunex.comm import Comm
 from prunex.comm.bucket import Bucketer
 from prunex.comm.clocks import Span
-from prunex.comm.shrink import shrink_plan
+from prunex.comm.shrink import BucketShrinkPlan, shrink_plan
 from prunex.comm.wire import WireBuckets
 from prunex.pruning import GroupMask, LayerSparsity, project_groups
 
@@ -111,6 +112,7 @@ def inter_node_average(
     spans: dict[str, list[Span]] | None = None,
     wire: WireBuckets | None = None,
     pipeline: bool = False,
+    one_gather: bool | None = None,
 ) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
     """Phase 4 (Alg. 1 lines 19-22 and 25; eq. (15), sec. 4.4): the new global z.
 
@@ -129,6 +131,13 @@ def inter_node_average(
     the next bucket. Pipelined: bucket k+1 is filled while bucket k's AllReduce is in flight
     (``async_op``), and bucket k is broadcast and decompressed while k+1's is; the same operations on
     the same data, so the same bits (`tests/test_pipeline.py`); with one bucket nothing changes.
+
+    ``one_gather`` (default: on a GPU) packs and unpacks each bucket's parameters with one
+    `BucketShrinkPlan` (line 19 as two multi-tensor ops into a flat stage, line 20 as one gather, line 22
+    as one scatter) instead of a few kernels per layer: a GPU is launch-bound on the per-layer path
+    (issue 27). The same values bit for bit (`tests/test_bucket_shrink.py`); the CPU keeps the per-layer
+    plans, whose native compress kernel measured faster there. Every parameter's z is then a view of the
+    bucket's fresh unpacked stage (dense ones too).
     """
     wire = WireBuckets("fp32") if wire is None else wire
     names, bnames = list(z_node), list(buffers)
@@ -139,9 +148,27 @@ def inter_node_average(
     for i, slot in enumerate(buckets.slots):
         by_bucket[slot.bucket].append(i)
     z: dict[str, Tensor] = {}
+    one_gather = comm.device.type == "cuda" if one_gather is None else one_gather
+    gathers = (
+        [_bucket_gather(buckets, b, by_bucket[b], names, masks, shapes) for b in range(len(buckets.buffers))]
+        if one_gather
+        else []
+    )
 
     def fill(b: int) -> None:  # lines 19-20 for the tensors of bucket b
         span = comm.timer.start()
+        if one_gather:
+            plan, stage, dest, params = gathers[b]
+            if params:
+                views = plan.stage_views(stage)
+                torch._foreach_copy_(views, [z_node[names[i]] for i in params])
+                torch._foreach_add_(views, [v[names[i]] for i in params])  # line 19: c = z_i + v_i
+                plan.compress(stage, dest)  # line 20, eq. (15), for the whole bucket
+            for i in by_bucket[b]:
+                if i >= len(names):
+                    buckets.view(i).copy_(buffers[bnames[i - len(names)]].reshape(-1))
+            spans.setdefault("compress", []).append(span.stop())
+            return
         for i in by_bucket[b]:
             if i >= len(names):
                 buckets.view(i).copy_(buffers[bnames[i - len(names)]].reshape(-1))
@@ -156,6 +183,14 @@ def inter_node_average(
 
     def finish(b: int) -> None:  # line 25, then line 22 for the tensors of bucket b
         wire.finish_one(buckets, b, comm)
+        if one_gather:
+            plan, _, dest, params = gathers[b]
+            if params:
+                span = comm.timer.start()
+                for i, t in zip(params, plan.decompress(dest), strict=True):  # line 22, sec. 4.4.3
+                    z[names[i]] = t
+                spans.setdefault("decompress", []).append(span.stop())
+            return
         for i in by_bucket[b]:
             if i >= len(names):
                 continue
@@ -188,6 +223,42 @@ def inter_node_average(
             finish(b)
     z = {n: z[n] for n in names}
     return z, {b: buckets.view(len(names) + j, buffers[b].shape) for j, b in enumerate(bnames)}
+
+
+def _bucket_gather(
+    buckets: Bucketer,
+    b: int,
+    members: list[int],
+    names: list[str],
+    masks: Mapping[str, GroupMask],
+    shapes: list[tuple[int, ...]],
+) -> tuple[BucketShrinkPlan, Tensor, Tensor, list[int]]:
+    """Bucket ``b``'s `BucketShrinkPlan`, its flat stage, the bucket region its parameters fill and their
+    indices; made when the bucket's masks change and kept on the `Bucketer` while they do not (a frozen
+    mask's plan lives for the rest of the run). The parameters of a bucket are laid out back to back
+    before its buffers (`prunex.comm.cost.plan_buckets` keeps the order)."""
+    params = [i for i in members if i < len(names)]
+    key = tuple(masks.get(names[i]) for i in params)
+    cached = buckets.gathers.get(b)
+    if (
+        cached is not None
+        and cached[0] == buckets.layout_key
+        and all(x is y for x, y in zip(cached[1], key, strict=True))
+    ):
+        return cached[2]
+    slots = [buckets.slots[i] for i in params]
+    for a, c in itertools.pairwise(slots):
+        if c.offset != a.offset + a.numel:
+            raise RuntimeError(f"bucket {b}'s parameters are not back to back: {a} then {c}")
+    device = buckets.device
+    entries = [shrink_plan(masks[names[i]], device) if names[i] in masks else shapes[i] for i in params]
+    plan = BucketShrinkPlan(entries, device)
+    stage = torch.empty(plan.stage_numel, dtype=buckets.dtype, device=device)
+    start = slots[0].offset if slots else 0
+    dest = buckets.buffers[b].narrow(0, start, plan.numel)
+    value = (plan, stage, dest, params)
+    buckets.gathers[b] = (buckets.layout_key, key, value)
+    return value
 
 
 def dual_updates(

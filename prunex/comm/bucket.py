@@ -36,6 +36,8 @@ class Bucketer:
         self.buffers: list[torch.Tensor] = []
         self.slots: list[Slot] = []
         self.allocations = 0  # how many times buffers were (re)allocated
+        # per bucket, the exchange's one-gather plan and what it was made for (prunex.admm.steps._bucket_gather)
+        self.gathers: dict[int, tuple] = {}
 
     def layout(self, numels: Sequence[int]) -> None:
         """Prepare buffers for tensors of these sizes (no allocation when they are unchanged)."""
@@ -50,6 +52,12 @@ class Bucketer:
         self.buffers = [alloc(-(-s // m) * m, dtype=self.dtype, device=self.device) for s in sizes]
         self._key = key
         self.allocations += 1
+        self.gathers.clear()
+
+    @property
+    def layout_key(self) -> tuple[int, ...] | None:
+        """The tensor sizes the buffers are laid out for."""
+        return self._key
 
     def view(self, i: int, shape: Sequence[int] | None = None) -> torch.Tensor:
         """The part of the buffers holding tensor `i`, optionally reshaped."""

@@ -23,6 +23,13 @@ results as the functions (``method="auto"``), writing straight into the caller's
 On x86-64 CPUs with AVX-512F its ``compress`` of fp32 runs the one hand-written kernel of
 :mod:`prunex.comm.native` (one pass over each kept filter row; same bytes), the torch ops elsewhere.
 
+:class:`BucketShrinkPlan` does the same for every tensor of one communication bucket at once: one gather
+(``index_select`` over a flat element index) packs the whole bucket, one ``index_copy_`` unpacks it. A
+GPU runs a per-layer plan as a few small kernels per layer, each one a launch (155 layers of ResNet-152:
+launch-bound, issue 27); the bucket plan is one launch per bucket and the same bytes. The exchange uses it
+on GPUs (`prunex.admm.steps.inter_node_average`); on CPUs the per-layer plan and its native kernel
+measured faster.
+
 Indices are used in the order given (sorted, as :mod:`prunex.pruning.masks` returns them, so that every
 leader packs the same layout), must not repeat, and are moved to the data's device.
 
@@ -45,7 +52,7 @@ from prunex.comm import native as native_kernel
 if TYPE_CHECKING:
     from prunex.pruning import GroupMask
 
-__all__ = ["ShrinkPlan", "compress", "decompress", "shrink_plan"]
+__all__ = ["BucketShrinkPlan", "ShrinkPlan", "compress", "decompress", "shrink_plan"]
 
 _METHODS = ("auto", "index_select", "flat")
 
@@ -239,6 +246,64 @@ class ShrinkPlan:
         rows = out.view(self.shape[0] * self.shape[1], self.kernel)
         rows.index_copy_(0, self.rows, c.reshape(-1, self.kernel))
         return out
+
+
+class BucketShrinkPlan:
+    """`compress` / `decompress` of every tensor of one bucket with one gather and one scatter.
+
+    Args:
+        entries: per tensor of the bucket, in bucket order, its `ShrinkPlan` (a constrained layer) or its
+            full shape (sent dense).
+        device: where the data lives.
+
+    The tensors' full-size values sit back to back in one flat *stage* (`stage_views` gives each
+    tensor's view; the caller writes c_i = z_i + v_i there, Alg. 1 line 19). ``index[j]`` is the stage
+    position of the bucket's element j: for a constrained layer the elements of its kept rows
+    ``K_out[p] * C_in + K_in[q]`` (the per-layer plan's ``rows``) in compact (p, q, kh, kw) order, for a
+    dense tensor all of its elements. So ``stage[index]`` is, element for element, the bucket the
+    per-layer plans would pack (eq. (15)), and scattering the bucket back at ``index`` into a zeroed
+    stage is their `decompress` (sec. 4.4.3). The gather reads an int32 index where the stage allows it
+    (half the index bytes; ``index_copy_`` needs int64, kept beside it).
+    """
+
+    def __init__(self, entries: list[ShrinkPlan | tuple[int, ...]], device: torch.device) -> None:
+        parts: list[Tensor] = []
+        self.shapes: list[tuple[int, ...]] = []
+        self.offsets: list[int] = []
+        offset = 0
+        for entry in entries:
+            if isinstance(entry, ShrinkPlan):
+                shape = entry.shape
+                rows = entry.rows.to(device)
+                k = entry.kernel
+                elems = (rows[:, None] * k + torch.arange(k, device=device)).reshape(-1)
+            else:
+                shape = tuple(int(s) for s in entry)
+                elems = torch.arange(prod(shape), device=device)
+            parts.append(elems + offset)
+            self.shapes.append(shape)
+            self.offsets.append(offset)
+            offset += prod(shape)
+        self.stage_numel = offset
+        self.index64 = torch.cat(parts) if parts else torch.empty(0, dtype=torch.long, device=device)
+        small = offset < 2**31
+        self.index = self.index64.to(torch.int32) if small else self.index64
+        self.numel = self.index64.numel()  # elements of the bucket this plan fills
+
+    def stage_views(self, stage: Tensor) -> list[Tensor]:
+        """Each tensor's full-size view into a flat stage of `stage_numel` elements."""
+        return [stage.narrow(0, o, prod(s)).view(s) for o, s in zip(self.offsets, self.shapes, strict=True)]
+
+    def compress(self, stage: Tensor, out: Tensor) -> Tensor:
+        """The bucket's elements (``out``, 1-D, `numel`) gathered from the flat full-size stage."""
+        return torch.index_select(stage, 0, self.index, out=out)
+
+    def decompress(self, bucket: Tensor, out: Tensor | None = None) -> list[Tensor]:
+        """A zeroed flat stage (``out`` when given) with the bucket's elements scattered back; returns the
+        tensors' full-size views into it (zero off each layer's kept slices)."""
+        out = _output(out, (self.stage_numel,), bucket, "decompress", zeroed=True)
+        out.index_copy_(0, self.index64, bucket)
+        return self.stage_views(out)
 
 
 def _output(out: Tensor | None, shape: tuple[int, ...], like: Tensor, what: str, zeroed: bool) -> Tensor:

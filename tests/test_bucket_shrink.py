@@ -1,0 +1,102 @@
+"""One gather per bucket (`BucketShrinkPlan`, the exchange's GPU path) gives the per-layer plans' bytes.
+
+The GPU runs it (`prunex.admm.steps.inter_node_average`, ``one_gather``); here it runs on the CPU,
+where the exchange otherwise keeps the per-layer plans, and must equal them bit for bit: alone, and in
+the inter-node exchange on 2 x 2 real gloo processes (sequential and pipelined buckets, fp32 and bf16 on
+the wire, buckets of one tensor and one bucket of all, the leaders' and the sharded exchange).
+"""
+
+from __future__ import annotations
+
+import torch
+from distributed import run_distributed
+
+from prunex.admm.steps import inter_node_average
+from prunex.comm import Comm
+from prunex.comm.bucket import Bucketer
+from prunex.comm.shrink import BucketShrinkPlan, ShrinkPlan
+from prunex.comm.wire import WireBuckets
+from prunex.pruning import GroupMask
+from prunex.training.topology import build_groups, discover
+
+SHAPES = {"a": (16, 12, 3, 3), "b": (16,), "c": (32, 16, 1, 1), "d": (10, 32)}
+
+
+def _masks(seed: int) -> dict[str, GroupMask]:
+    out = {}
+    for n in ("a", "c", "d"):
+        shape = SHAPES[n]
+        gen = torch.Generator().manual_seed(seed)  # the same on every rank
+        keep = (torch.rand(shape[0], generator=gen) < 0.5)[:, None] & (torch.rand(shape[1], generator=gen) < 0.5)
+        out[n] = GroupMask.from_support(keep.reshape(*shape[:2], *[1] * (len(shape) - 2)).expand(shape).contiguous())
+    return out
+
+
+def test_one_gather_packs_and_unpacks_what_the_layer_plans_do() -> None:
+    gen = torch.Generator().manual_seed(0)
+    masks = _masks(1)
+    full = {n: torch.randn(s, generator=gen) for n, s in SHAPES.items()}
+    plans = {n: ShrinkPlan(m.out_idx, m.in_idx, m.shape, torch.device("cpu")) for n, m in masks.items()}
+    entries = [plans[n] if n in plans else SHAPES[n] for n in SHAPES]
+    bucket = BucketShrinkPlan(entries, torch.device("cpu"))
+    assert bucket.index.dtype == torch.int32 and bucket.index64.dtype == torch.int64
+    stage = torch.empty(bucket.stage_numel)
+    for view, n in zip(bucket.stage_views(stage), SHAPES, strict=True):
+        view.copy_(full[n])
+    packed = bucket.compress(stage, torch.empty(bucket.numel))
+    expected = torch.cat([(plans[n].compress(full[n]) if n in plans else full[n]).reshape(-1) for n in SHAPES])
+    assert torch.equal(packed, expected) and bucket.numel < bucket.stage_numel  # something was dropped
+    unpacked = bucket.decompress(packed, out=torch.full((bucket.stage_numel,), float("nan")))
+    for n, t in zip(SHAPES, unpacked, strict=True):
+        assert torch.equal(t, plans[n].decompress(plans[n].compress(full[n])) if n in plans else full[n]), n
+
+
+def _exchange(rank: int, wire_dtype: str, bucket_mb: float, exchange: str) -> dict:
+    topo = discover(2, 2)
+    sharded = exchange == "sharded"
+    comm = Comm(topo, build_groups(topo, 60, shards=sharded), torch.device("cpu"))
+    gen = torch.Generator().manual_seed(10 + topo.node)  # z_i and v_i are replicated in a node
+    z_node = {n: torch.randn(s, generator=gen) for n, s in SHAPES.items()}
+    v = {n: torch.randn(s, generator=gen) for n, s in SHAPES.items()}
+    bn = {"bn.mean": torch.randn(16, generator=gen)}
+    out: dict = {}
+    for one_gather in (False, True):
+        for pipeline in (False, True):
+            buckets = Bucketer(bucket_mb, torch.float32, torch.device("cpu"), multiple=2 if sharded else 1)
+            results = []
+            for seed in (1, 1, 2):  # the same masks twice (the plan is kept), then new ones (made again)
+                z, buffers = inter_node_average(
+                    z_node,
+                    v,
+                    _masks(seed),
+                    bn,
+                    buckets,
+                    comm,
+                    wire=WireBuckets(wire_dtype, exchange),
+                    pipeline=pipeline,
+                    one_gather=one_gather,
+                )
+                results.append(({n: t.clone() for n, t in z.items()}, {n: t.clone() for n, t in buffers.items()}))
+            out[one_gather, pipeline] = results
+            out["buckets", bucket_mb] = len(buckets.buffers)
+            comm.drain()
+    return out
+
+
+def test_the_exchange_with_one_gather_per_bucket_equals_the_layer_plans_bitwise() -> None:
+    cases = [
+        ("fp32", 0.0005, "leader"),
+        ("bf16", 0.0005, "leader"),
+        ("fp32", 1.0, "leader"),
+        ("bf16", 0.0005, "sharded"),
+    ]
+    for wire_dtype, bucket_mb, exchange in cases:
+        for r in run_distributed(_exchange, 4, wire_dtype, bucket_mb, exchange):
+            assert (r["buckets", bucket_mb] == 1) == (bucket_mb == 1.0)  # one bucket of all, or several
+            reference = r[False, False]
+            for key in ((False, True), (True, False), (True, True)):
+                for (z_ref, buf_ref), (z, buf) in zip(reference, r[key], strict=True):
+                    for n in SHAPES:
+                        assert torch.equal(z_ref[n], z[n]), (wire_dtype, bucket_mb, key, n)
+                    assert torch.equal(buf_ref["bn.mean"], buf["bn.mean"])
+            assert not torch.equal(reference[0][0]["a"], reference[2][0]["a"])  # other masks, other z
