@@ -117,3 +117,14 @@ def test_the_logged_accuracy_is_the_exported_models(run: Path) -> None:
     assert evaluate(model, loader, cpu) == logged
     small, _ = compact(model)
     assert evaluate(small, loader, cpu) == logged
+
+
+def test_rounds_log_local_training_apart_from_the_consensus(run: Path) -> None:
+    rounds = pd.read_parquet(run / "rounds.parquet")
+    comm = pd.read_parquet(run / "comm.parquet")
+    assert sorted(rounds.groupby("iteration")["rank"].apply(sorted)) == [[0, 1, 2, 3]] * 5
+    assert (rounds["local_s"] > 0).all() and (rounds["consensus_s"] > 0).all()
+    # every training collective of an iteration is the round's: their union fits in the round
+    per_rank = rounds.set_index(["iteration", "rank"])
+    comm_s = comm.groupby(["iteration", "rank"])["exclusive_s"].sum()
+    assert (comm_s <= per_rank["consensus_s"].reindex(comm_s.index)).all()

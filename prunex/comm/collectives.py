@@ -91,6 +91,7 @@ class Comm:
         self.current: str | None = None  # the collective in flight, for error messages
         self.records: list[CommRecord] = []
         self.job_inter_bytes = 0.0  # all members' inter-node bytes of the calls this rank joined
+        self._timing: torch.cuda.Stream | None = None  # CUDA: where asynchronous spans end
 
     # -- bookkeeping ------------------------------------------------------------------------------
     def record(self, level: str, op: str, nbytes: int, seconds: float | Span, root: int = 0) -> CommRecord:
@@ -187,16 +188,32 @@ class Comm:
         def wait() -> torch.Tensor:
             overlapped = time.perf_counter() - launched  # the modelled link was busy meanwhile too
             self.current = f"{level} allreduce"
-            work.wait()
+            if self.device.type == "cuda":
+                # the span ends on a stream of its own that waits for the collective alone: work enqueued on
+                # the current stream since the launch (the next bucket's compress) is not in it (issue 27)
+                stream = self._timing_stream()
+                with torch.cuda.stream(stream):
+                    work.wait()
+                    stopped = span.stop()
+                torch.cuda.current_stream(self.device).wait_stream(stream)
+            else:
+                work.wait()
+                stopped = span.stop()
             self.current = None
             if self._alpha_beta is not None:
                 time.sleep(max(0.0, self._alpha_beta.delay(self.topo, level, "allreduce", nbytes) - overlapped))
-            self.record(level, "allreduce", nbytes, span.stop())
+            self.record(level, "allreduce", nbytes, stopped)
             if op == "avg":
                 t.div_(dist.get_world_size(group))
             return t
 
         return wait
+
+    def _timing_stream(self) -> torch.cuda.Stream:
+        """A CUDA stream where asynchronous collectives' spans end (`all_reduce_start`), made on first use."""
+        if self._timing is None:
+            self._timing = torch.cuda.Stream(self.device)
+        return self._timing
 
     def broadcast(self, t: torch.Tensor, level: str, src: int | None = None) -> torch.Tensor:
         """In-place Broadcast from global rank `src` (default: the group's lowest rank, i.e. the

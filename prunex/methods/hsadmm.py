@@ -121,8 +121,20 @@ class ADMMMethod(Method):
             self.ctx.log.append("freeze", [self.engine.freeze.row(k)])
         if self.engine.frozen and self.masked_from is None:
             self.start_on_mask(k)
+        timer = self.ctx.comm.timer
+        local = timer.start()
         loss = self.local_training(1 if retraining else a.local_epochs)
+        local.stop()
+        round_ = timer.start()
         result = self.engine.consensus(k, force_frozen=retraining)
+        round_.stop()
+        # phase 1 apart from phases 2-5 on the device's clock (the round ends in a device read already, so
+        # reading the spans here adds no wait); the round's time besides communication is consensus_s minus
+        # the iteration's comm_s (the only collectives of an iteration are the round's)
+        rank = self.ctx.topo.rank
+        self.ctx.log.append(
+            "rounds", [{"iteration": k, "rank": rank, "local_s": local.seconds, "consensus_s": round_.seconds}]
+        )
         if result.frozen and self.ctx.topo.rank == 0:
             self.ctx.log.append("freeze", [self.engine.freeze.row(k)])
         self.ctx.log.append("residuals", result.residual_rows)

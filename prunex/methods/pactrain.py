@@ -33,9 +33,10 @@ The abstract leaves the design open; the choices made here:
   updates the mask.
 - *Each step*: the gradients of pruned weights are dropped (set to zero; no error feedback, the
   weights they belong to are zero and stay zero); each worker packs only the unpruned gradient
-  entries of all pruned tensors (``masked_select``) and the 1-D parameters' gradients (dense)
-  into one preallocated contiguous fp32 buffer, AllReduces it (average) over the flat group,
-  unpacks it (``masked_scatter_``) and takes the SGD step (momentum, weight decay, as `ddp`).
+  entries of all pruned tensors (``masked_select``'s elements, gathered by indices found once per
+  mask) and the 1-D parameters' gradients (dense) into one preallocated contiguous fp32 buffer,
+  AllReduces it (average) over the flat group, unpacks it (``masked_scatter_``'s scatter, by the
+  same indices) and takes the SGD step (momentum, weight decay, as `ddp`).
   The weights are then masked again, and the momentum buffers of newly pruned weights are
   zeroed at each mask update, so neither momentum nor weight decay can revive a pruned weight.
   At density 1.0 the step equals DDP's. BatchNorm running statistics stay per rank, as in `ddp`.
@@ -112,8 +113,12 @@ class PacTrain(StepwiseMethod):
 
     # -- masks ------------------------------------------------------------------------------------
     def _layout(self) -> None:
-        """(Re)allocate the packed buffer for the current masks."""
-        self.kept = [int(m.sum().item()) for m in self.masks]
+        """(Re)allocate the packed buffer for the current masks, and each mask's kept positions (flat, in
+        row-major order: `masked_select`'s order), found once per mask so that a step packs and unpacks
+        with gathers and scatters that never read the device (a `masked_select` waits for the device once
+        per layer and step to learn its output size; issue 27)."""
+        self.kept_idx = [m.reshape(-1).nonzero().squeeze(1) for m in self.masks]
+        self.kept = [int(i.numel()) for i in self.kept_idx]
         self.dense_numel = sum(p.numel() for p in self.dense)
         dtype = floating_dtype(self.ctx.model)  # the gradients' (float32 unless the model is float64)
         self.buffer = torch.empty(sum(self.kept) + self.dense_numel, device=self.ctx.device, dtype=dtype)
@@ -159,9 +164,9 @@ class PacTrain(StepwiseMethod):
     @torch.no_grad()
     def _pack(self) -> None:
         buf, pos = self.buffer, 0
-        for p, m, k in zip(self.pruned, self.masks, self.kept, strict=True):
+        for p, idx, k in zip(self.pruned, self.kept_idx, self.kept, strict=True):
             g = p.grad if p.grad is not None else torch.zeros_like(p)
-            torch.masked_select(g, m, out=buf[pos : pos + k])
+            torch.index_select(g.reshape(-1), 0, idx, out=buf[pos : pos + k])  # = masked_select(g, mask)
             pos += k
         for p in self.dense:
             n = p.numel()
@@ -174,10 +179,10 @@ class PacTrain(StepwiseMethod):
     @torch.no_grad()
     def _unpack(self) -> None:
         buf, pos = self.buffer, 0
-        for p, m, k in zip(self.pruned, self.masks, self.kept, strict=True):
+        for p, idx, k in zip(self.pruned, self.kept_idx, self.kept, strict=True):
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
-            p.grad.zero_().masked_scatter_(m, buf[pos : pos + k])
+            p.grad.zero_().view(-1).index_copy_(0, idx, buf[pos : pos + k])  # = masked_scatter_(mask, ...)
             pos += k
         grads_from_flat(self.dense, buf, pos)
 

@@ -83,3 +83,11 @@ def test_times_come_from_the_gpu_and_add_up(runs: dict[str, Path], method: str) 
     assert (steps["comm_s"] > 0).all(), steps[["iteration", "comm_s"]]
     total = steps["comm_s"] + steps["compute_s"]
     assert ((total - steps["iter_s"]).abs() <= 0.1 * steps["iter_s"]).all(), steps[["comm_s", "compute_s", "iter_s"]]
+
+
+@pytest.mark.parametrize("method", ["flat_admm", "hsadmm"])
+def test_rounds_are_logged_apart_from_local_training(runs: dict[str, Path], method: str) -> None:
+    rounds = pd.read_parquet(runs[method] / "rounds.parquet")
+    steps = pd.read_parquet(runs[method] / "steps.parquet")
+    assert len(rounds) == len(steps) and (rounds["local_s"] > 0).all() and (rounds["consensus_s"] > 0).all()
+    assert (steps["comm_s"].to_numpy() <= rounds["consensus_s"].to_numpy()).all()  # the round's collectives

@@ -1,0 +1,155 @@
+"""What one H-SADMM consensus round costs on one device, besides its communication (issue 27).
+
+One rank (1 x 1; on a GPU NCCL, else gloo), CIFAR ResNet-152 on the offline digits set (made in the
+results directory), channel keep 0.5, batch 128, 1,280 training images (10 SGD steps per local epoch),
+`--iterations` outer iterations of one local epoch, the mask frozen at T_freeze = `--freeze`, no
+evaluation until the end. From the run's own logs, per outer iteration:
+
+- ``local_ms`` / ``consensus_ms``: phase 1 and phases 2-5 (`rounds.parquet`, the device's clock);
+- ``comm_ms``: the union of the iteration's collective spans (`steps.parquet` ``comm_s``);
+- ``other_ms = consensus_ms - comm_ms``: the round's time besides communication;
+- ``shrink_ms``: compress + decompress (`overhead.parquet`);
+- ``inter_ms`` / ``inter_mb``: the inter-node AllReduces of the compact buckets (one rank: a local copy at
+  most), and ``copy_ms``: one contiguous copy of the same bytes on the same device (CUDA events,
+  median of 20), the memory-speed reference.
+
+Targets (issue 27, on a GPU, frozen iterations after the first): shrink_ms <= 1, other_ms <= 30,
+inter_ms <= 2 x copy_ms. The medians over those iterations are printed with the verdicts, and every
+iteration is written to ``--out`` (CSV, device named in each row).
+
+Run::
+
+    PYTHONPATH=. python -m benchmarks.gpu_round [--device cuda] [--out saved-logs/bench/gpu_round.csv]
+
+On a CPU (``--device cpu --model resnet20``) it checks the plumbing only; the targets are for a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from prunex.cluster.launch import launch
+from prunex.training.config import ADMMConfig, RunConfig
+from prunex.training.data import make_digits
+
+TARGET_SHRINK_MS = 1.0
+TARGET_OTHER_MS = 30.0
+TARGET_SPAN_OVER_COPY = 2.0
+
+
+def copy_ms(nbytes: int, device: torch.device, repeats: int = 20) -> float:
+    """Median milliseconds of one contiguous copy of ``nbytes`` on ``device`` (CUDA events on a GPU)."""
+    n = max(1, nbytes // 4)
+    src, dst = torch.randn(n, device=device), torch.empty(n, device=device)
+    times = []
+    for _ in range(repeats + 3):
+        if device.type == "cuda":
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            begin.record()
+            dst.copy_(src)
+            end.record()
+            end.synchronize()
+            times.append(begin.elapsed_time(end))
+        else:
+            import time
+
+            t0 = time.perf_counter()
+            dst.copy_(src)
+            times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times[3:])
+
+
+def iteration_table(run_dir: Path, device: torch.device, freeze: int) -> pd.DataFrame:
+    """One row per outer iteration of a finished 1 x 1 run (module docstring)."""
+    steps = pd.read_parquet(run_dir / "steps.parquet").set_index("iteration")
+    rounds = pd.read_parquet(run_dir / "rounds.parquet").set_index("iteration")
+    overhead = pd.read_parquet(run_dir / "overhead.parquet").set_index("iteration")
+    comm = pd.read_parquet(run_dir / "comm.parquet")
+    inter = comm[(comm["level"] == "inter") & (comm["op"] == "allreduce")]
+    inter = inter.groupby("iteration").agg(inter_s=("seconds", "sum"), inter_bytes=("bytes", "sum"))
+    out = pd.DataFrame(
+        {
+            "local_ms": rounds["local_s"] * 1e3,
+            "consensus_ms": rounds["consensus_s"] * 1e3,
+            "comm_ms": steps["comm_s"] * 1e3,
+            "shrink_ms": (overhead["compress_s"] + overhead["decompress_s"]) * 1e3,
+            "inter_ms": inter["inter_s"] * 1e3,
+            "inter_mb": inter["inter_bytes"] / 1e6,
+        }
+    )
+    out["other_ms"] = out["consensus_ms"] - out["comm_ms"]
+    out["frozen"] = out.index >= freeze
+    out["copy_ms"] = [copy_ms(int(mb * 1e6), device) for mb in out["inter_mb"]]
+    out.insert(0, "device", torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu")
+    return out.reset_index()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--model", default="resnet152")
+    parser.add_argument("--keep", type=float, default=0.5)
+    parser.add_argument("--iterations", type=int, default=6)
+    parser.add_argument("--freeze", type=int, default=2, help="T_freeze")
+    parser.add_argument("--results", default="", help="results directory (default: a temporary one)")
+    parser.add_argument("--out", default="", help="CSV of every iteration")
+    args = parser.parse_args(argv)
+    device = torch.device(args.device)
+    results = Path(args.results or tempfile.mkdtemp(prefix="gpu_round-"))
+    data = results / "data"
+    make_digits(data)
+    config = RunConfig(
+        method="hsadmm",
+        model=args.model,
+        dataset="digits",
+        executor="debug",
+        device=args.device.split(":")[0],
+        epochs=1,
+        batch_size=128,
+        train_subset=1280,
+        eval_every=1000,
+        bn_batches=2,
+        admm=ADMMConfig(
+            iterations=args.iterations, local_epochs=1, channel_keep=args.keep, freeze_iteration=args.freeze
+        ),
+        data_root=str(data),
+        results=str(results),
+    )
+    run_dir = launch(config, echo=False)
+    table = iteration_table(run_dir, device, args.freeze)
+    pd.set_option("display.width", 200)
+    print(f"# {table['device'].iloc[0]}; torch {torch.__version__}; {args.model}, keep {args.keep}, 1 x 1; {run_dir}")
+    print(table.drop(columns="device").to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        table.to_csv(args.out, index=False)
+    measured = table[table["frozen"] & (table["iteration"] > args.freeze)]  # the plans are made at the first
+    if measured.empty:
+        print("no frozen iteration after the first: raise --iterations")
+        return 1
+    shrink = measured["shrink_ms"].median()
+    other = measured["other_ms"].median()
+    span = (measured["inter_ms"] / measured["copy_ms"]).median()
+    checks = [
+        (f"compress + decompress per round {shrink:.3f} ms <= {TARGET_SHRINK_MS} ms", shrink <= TARGET_SHRINK_MS),
+        (f"round besides communication {other:.2f} ms <= {TARGET_OTHER_MS} ms", other <= TARGET_OTHER_MS),
+        (
+            f"inter AllReduce span / copy of its bytes {span:.2f} <= {TARGET_SPAN_OVER_COPY}",
+            span <= TARGET_SPAN_OVER_COPY,
+        ),
+    ]
+    print(f"# medians over frozen iterations {sorted(measured['iteration'])}:")
+    for text, ok in checks:
+        print(f"{'met   ' if ok else 'MISSED'} {text}")
+    return 0 if all(ok for _, ok in checks) or device.type != "cuda" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
