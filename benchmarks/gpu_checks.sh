@@ -18,7 +18,7 @@ fi
   python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0))"
   git log -1 --format='commit %H %s' 2>/dev/null; } 2>&1 | tee "$OUT/device.txt"
 rc=0
-timeout 300 python3 -m pytest tests/gpu -q -rA -s -p no:cacheprovider 2>&1 | tee "$OUT/pytest_gpu.txt" || rc=1
-timeout 120 python3 -m prunex.bench.shrink --device cuda --keep 0.5 2>&1 | tee "$OUT/bench_shrink.txt" || rc=1
-timeout 240 python3 -m benchmarks.gpu_round --device cuda --out "$OUT/gpu_round.csv" 2>&1 | tee "$OUT/gpu_round.txt" || rc=1
+timeout 200 python3 -m pytest tests/gpu -q -rA -s -p no:cacheprovider 2>&1 | tee "$OUT/pytest_gpu.txt" || rc=1
+timeout 60 python3 -m prunex.bench.shrink --device cuda --keep 0.5 2>&1 | tee "$OUT/bench_shrink.txt" || rc=1
+timeout 150 python3 -m benchmarks.gpu_round --device cuda --out "$OUT/gpu_round.csv" 2>&1 | tee "$OUT/gpu_round.txt" || rc=1
 exit $rc
