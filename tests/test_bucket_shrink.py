@@ -8,8 +8,15 @@ the wire, buckets of one tensor and one bucket of all, the leaders' and the shar
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 import torch
 from distributed import run_distributed
+from torch import Tensor
 
 from prunex.admm.steps import inter_node_average
 from prunex.comm import Comm
@@ -32,23 +39,47 @@ def _masks(seed: int) -> dict[str, GroupMask]:
     return out
 
 
-def test_one_gather_packs_and_unpacks_what_the_layer_plans_do() -> None:
-    gen = torch.Generator().manual_seed(0)
-    masks = _masks(1)
-    full = {n: torch.randn(s, generator=gen) for n, s in SHAPES.items()}
-    plans = {n: ShrinkPlan(m.out_idx, m.in_idx, m.shape, torch.device("cpu")) for n, m in masks.items()}
-    entries = [plans[n] if n in plans else SHAPES[n] for n in SHAPES]
-    bucket = BucketShrinkPlan(entries, torch.device("cpu"))
-    assert bucket.index.dtype == torch.int32 and bucket.index64.dtype == torch.int64
+def _layers(seed: int, shapes: dict[str, tuple[int, ...]]) -> tuple[dict[str, Tensor], dict[str, ShrinkPlan], list]:
+    gen = torch.Generator().manual_seed(seed)
+    full = {n: torch.randn(s, generator=gen) for n, s in shapes.items()}
+    plans = {}
+    for n, shape in shapes.items():
+        if len(shape) > 1:
+            o = torch.randperm(shape[0], generator=gen)[: max(1, shape[0] // 2)].sort().values
+            i = torch.randperm(shape[1], generator=gen)[: max(1, shape[1] // 3)].sort().values
+            plans[n] = ShrinkPlan(o, i, shape, torch.device("cpu"))
+    return full, plans, [plans[n] if n in plans else shapes[n] for n in shapes]
+
+
+def check_bucket_plan(kernels: bool) -> None:
+    """The bucket plan (torch index ops, or the Triton kernels) packs and unpacks what the layer plans do;
+    shapes of more than one kernel block, a dense tensor first, between and last."""
+    shapes = {"bn0": (40,), "a": (64, 48, 3, 3), "b": (16,), "c": (96, 40, 1, 1), "d": (10, 96), "e": (3,)}
+    full, plans, entries = _layers(0, shapes)
+    bucket = BucketShrinkPlan(entries, torch.device("cpu"), kernels=kernels)
+    assert (bucket.kernels is not None) == kernels
     stage = torch.empty(bucket.stage_numel)
-    for view, n in zip(bucket.stage_views(stage), SHAPES, strict=True):
+    for view, n in zip(bucket.stage_views(stage), shapes, strict=True):
         view.copy_(full[n])
-    packed = bucket.compress(stage, torch.empty(bucket.numel))
-    expected = torch.cat([(plans[n].compress(full[n]) if n in plans else full[n]).reshape(-1) for n in SHAPES])
+    packed = bucket.compress(stage, torch.full((bucket.numel,), float("nan")))
+    expected = torch.cat([(plans[n].compress(full[n]) if n in plans else full[n]).reshape(-1) for n in shapes])
     assert torch.equal(packed, expected) and bucket.numel < bucket.stage_numel  # something was dropped
-    unpacked = bucket.decompress(packed, out=torch.full((bucket.stage_numel,), float("nan")))
-    for n, t in zip(SHAPES, unpacked, strict=True):
+    unpacked = bucket.stage_views(bucket.decompress(packed, out=torch.full((bucket.stage_numel,), float("nan"))))
+    for n, t in zip(shapes, unpacked, strict=True):
         assert torch.equal(t, plans[n].decompress(plans[n].compress(full[n])) if n in plans else full[n]), n
+
+
+def test_one_gather_packs_and_unpacks_what_the_layer_plans_do() -> None:
+    check_bucket_plan(kernels=False)
+
+
+def test_the_triton_kernels_pack_and_unpack_what_the_layer_plans_do() -> None:
+    """The GPU kernels (`prunex.comm.bucket_kernels`), run on the CPU by Triton's interpreter."""
+    pytest.importorskip("triton")
+    script = "import test_bucket_shrink as t; t.check_bucket_plan(kernels=True); print('ok')"
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.getcwd()]))
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
 
 
 def _exchange(rank: int, wire_dtype: str, bucket_mb: float, exchange: str) -> dict:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -137,7 +138,7 @@ def inter_node_average(
     as one scatter) instead of a few kernels per layer: a GPU is launch-bound on the per-layer path
     (issue 27). The same values bit for bit (`tests/test_bucket_shrink.py`); the CPU keeps the per-layer
     plans, whose native compress kernel measured faster there. Every parameter's z is then a view of the
-    bucket's fresh unpacked stage (dense ones too).
+    bucket's unpacked stage (dense ones too), valid until the next exchange.
     """
     wire = WireBuckets("fp32") if wire is None else wire
     names, bnames = list(z_node), list(buffers)
@@ -158,12 +159,11 @@ def inter_node_average(
     def fill(b: int) -> None:  # lines 19-20 for the tensors of bucket b
         span = comm.timer.start()
         if one_gather:
-            plan, stage, dest, params = gathers[b]
-            if params:
-                views = plan.stage_views(stage)
-                torch._foreach_copy_(views, [z_node[names[i]] for i in params])
-                torch._foreach_add_(views, [v[names[i]] for i in params])  # line 19: c = z_i + v_i
-                plan.compress(stage, dest)  # line 20, eq. (15), for the whole bucket
+            g = gathers[b]
+            if g.params:
+                torch._foreach_copy_(g.fill, [z_node[names[i]] for i in g.params])
+                torch._foreach_add_(g.fill, [v[names[i]] for i in g.params])  # line 19: c = z_i + v_i
+                g.plan.compress(g.stage, g.dest)  # line 20, eq. (15), for the whole bucket
             for i in by_bucket[b]:
                 if i >= len(names):
                     buckets.view(i).copy_(buffers[bnames[i - len(names)]].reshape(-1))
@@ -184,10 +184,11 @@ def inter_node_average(
     def finish(b: int) -> None:  # line 25, then line 22 for the tensors of bucket b
         wire.finish_one(buckets, b, comm)
         if one_gather:
-            plan, _, dest, params = gathers[b]
-            if params:
+            g = gathers[b]
+            if g.params:
                 span = comm.timer.start()
-                for i, t in zip(params, plan.decompress(dest), strict=True):  # line 22, sec. 4.4.3
+                g.plan.decompress(g.dest, out=g.out)  # line 22, sec. 4.4.3, for the whole bucket
+                for i, t in zip(g.params, g.unpacked, strict=True):
                     z[names[i]] = t
                 spans.setdefault("decompress", []).append(span.stop())
             return
@@ -225,6 +226,19 @@ def inter_node_average(
     return z, {b: buckets.view(len(names) + j, buffers[b].shape) for j, b in enumerate(bnames)}
 
 
+@dataclass
+class _BucketGather:
+    """Bucket b's one-gather plan and the memory it fills, kept while its masks and layout stay."""
+
+    plan: BucketShrinkPlan
+    params: list[int]  # the bucket's parameters (indices into the names), back to back from its start
+    dest: Tensor  # the bucket region they fill
+    fill: list[Tensor]  # views of the stage the plan packs from (line 19 writes c_i = z_i + v_i there)
+    unpacked: list[Tensor]  # views of the stage the plan unpacks into (the new z, line 22)
+    stage: Tensor
+    out: Tensor
+
+
 def _bucket_gather(
     buckets: Bucketer,
     b: int,
@@ -232,11 +246,13 @@ def _bucket_gather(
     names: list[str],
     masks: Mapping[str, GroupMask],
     shapes: list[tuple[int, ...]],
-) -> tuple[BucketShrinkPlan, Tensor, Tensor, list[int]]:
-    """Bucket ``b``'s `BucketShrinkPlan`, its flat stage, the bucket region its parameters fill and their
-    indices; made when the bucket's masks change and kept on the `Bucketer` while they do not (a frozen
-    mask's plan lives for the rest of the run). The parameters of a bucket are laid out back to back
-    before its buffers (`prunex.comm.cost.plan_buckets` keeps the order)."""
+) -> _BucketGather:
+    """Bucket ``b``'s `_BucketGather`: made when the bucket's masks or layout change and kept on the
+    `Bucketer` while they do not (a frozen mask's lives for the rest of the run). Its stages and their
+    views are allocated once, so a frozen round spends no host time on them; the unpacked z of one round
+    is overwritten by the next (as the dense parameters' views into the buckets always were). The
+    parameters of a bucket are laid out back to back before its buffers (`prunex.comm.cost.plan_buckets`
+    keeps the order)."""
     params = [i for i in members if i < len(names)]
     key = tuple(masks.get(names[i]) for i in params)
     cached = buckets.gathers.get(b)
@@ -254,9 +270,10 @@ def _bucket_gather(
     entries = [shrink_plan(masks[names[i]], device) if names[i] in masks else shapes[i] for i in params]
     plan = BucketShrinkPlan(entries, device)
     stage = torch.empty(plan.stage_numel, dtype=buckets.dtype, device=device)
+    out = torch.empty_like(stage)
     start = slots[0].offset if slots else 0
     dest = buckets.buffers[b].narrow(0, start, plan.numel)
-    value = (plan, stage, dest, params)
+    value = _BucketGather(plan, params, dest, plan.stage_views(stage), plan.stage_views(out), stage, out)
     buckets.gathers[b] = (buckets.layout_key, key, value)
     return value
 

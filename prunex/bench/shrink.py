@@ -18,7 +18,8 @@ the full-size bytes. All buffers are allocated before timing (one-shot allocatio
 :mod:`prunex.comm.native` (the header says whether it ran, and why not), elsewhere the torch ops of
 "compress [plan-torch]". "compress [bucket]" / "decompress [bucket]" are what it runs on a GPU: one
 `BucketShrinkPlan` over all the layers as one bucket (the layers' full values back to back in one flat
-stage), one gather and one scatter.
+stage), one gather and one scatter (on a GPU with Triton its kernels, `prunex.comm.bucket_kernels`; then
+"[bucket-torch]" rows time torch's index ops over a flat element index too).
 
 Two references: the per-layer copies (one ``copy_`` per layer, as many launches as the per-layer ops) and
 one contiguous copy of the same bytes (one launch: the memory-speed reference). The summary lines give
@@ -170,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ):
         raise AssertionError("the bucket plan packs other bytes than the layer plans")
     if not torch.equal(
-        torch.cat([t.reshape(-1) for t in bucket.decompress(packed, out=unpacked)]),
+        bucket.decompress(packed, out=unpacked),
         torch.cat([x.plan.decompress(x.plan.compress(x.full)).reshape(-1) for x in layers]),
     ):
         raise AssertionError("the bucket plan unpacks other bytes than the layer plans")
@@ -230,6 +231,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     fns.append(lambda: bucket.compress(stage, packed))
     fns.append(lambda: bucket.decompress(packed, out=unpacked))
     fns.append(one_copy(full_dst, full_src))
+    if bucket.kernels is not None:  # the kernels' alternative: torch's index ops over a flat element index
+        by_index = BucketShrinkPlan([x.plan for x in layers], device, kernels=False)
+        rows.append(("compress [bucket-torch]", compact_bytes, 0.0))
+        rows.append(("decompress [bucket-torch]", compact_bytes, 0.0))
+        fns.append(lambda: by_index.compress(stage, packed))
+        fns.append(lambda: by_index.decompress(packed, out=unpacked))
+
     seconds = _median_seconds(fns, device, args.repeats)
     rows = [(name, nbytes, sec) for (name, nbytes, _), sec in zip(rows, seconds, strict=True)]
 
@@ -255,7 +263,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{name:40s} {nbytes / 1e6:9.1f} {sec:10.5f} {gbs:8.2f} {gbs / copy_gbs:7.2f}")
     comp_plan, dec_plan = rows[1][2], rows[1 + len(compress_methods)][2]
     full_copy = rows[1 + len(compress_methods) + len(methods)][2]
-    one_compact, comp_bucket, dec_bucket, one_full = (r[2] for r in rows[-4:])
+    first_bucket_row = 2 + len(compress_methods) + len(methods)
+    one_compact, comp_bucket, dec_bucket, one_full = (r[2] for r in rows[first_bucket_row : first_bucket_row + 4])
     # the targets (issue 18): >= 0.5 of a same-run copy of the compact bytes (compress) and of the
     # full-size bytes (decompress, which writes every byte of the full tensor); on a GPU (issue 27) the
     # copy is one contiguous copy and the plan the bucket plan the exchange runs there

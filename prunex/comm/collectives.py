@@ -184,25 +184,25 @@ class Comm:
         span = self.timer.start()
         work = dist.all_reduce(t, op=reduce_op, group=group, async_op=True)
         launched = time.perf_counter()
+        stopped: Span | None = None
+        if self.device.type == "cuda":
+            # the span's end is enqueued now, on a stream of its own that waits for this collective alone:
+            # an event recorded on an idle stream completes when the host records it, so recording it at
+            # `wait` would time the host's work in between (the next bucket's fill), and recording it on the
+            # current stream would also time the GPU work enqueued there since the launch (issue 27)
+            stream = self._timing_stream()
+            with torch.cuda.stream(stream):
+                work.wait()  # the timing stream waits for the collective; the host does not
+                stopped = span.stop()
 
         def wait() -> torch.Tensor:
             overlapped = time.perf_counter() - launched  # the modelled link was busy meanwhile too
             self.current = f"{level} allreduce"
-            if self.device.type == "cuda":
-                # the span ends on a stream of its own that waits for the collective alone: work enqueued on
-                # the current stream since the launch (the next bucket's compress) is not in it (issue 27)
-                stream = self._timing_stream()
-                with torch.cuda.stream(stream):
-                    work.wait()
-                    stopped = span.stop()
-                torch.cuda.current_stream(self.device).wait_stream(stream)
-            else:
-                work.wait()
-                stopped = span.stop()
+            work.wait()
             self.current = None
             if self._alpha_beta is not None:
                 time.sleep(max(0.0, self._alpha_beta.delay(self.topo, level, "allreduce", nbytes) - overlapped))
-            self.record(level, "allreduce", nbytes, stopped)
+            self.record(level, "allreduce", nbytes, stopped if stopped is not None else span.stop())
             if op == "avg":
                 t.div_(dist.get_world_size(group))
             return t

@@ -26,7 +26,8 @@ On x86-64 CPUs with AVX-512F its ``compress`` of fp32 runs the one hand-written 
 :class:`BucketShrinkPlan` does the same for every tensor of one communication bucket at once: one gather
 (``index_select`` over a flat element index) packs the whole bucket, one ``index_copy_`` unpacks it. A
 GPU runs a per-layer plan as a few small kernels per layer, each one a launch (155 layers of ResNet-152:
-launch-bound, issue 27); the bucket plan is one launch per bucket and the same bytes. The exchange uses it
+launch-bound, issue 27); the bucket plan is one launch per bucket and the same bytes (on CUDA the Triton
+kernels of :mod:`prunex.comm.bucket_kernels`). The exchange uses it
 on GPUs (`prunex.admm.steps.inter_node_average`); on CPUs the per-layer plan and its native kernel
 measured faster.
 
@@ -47,6 +48,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
+from prunex.comm import bucket_kernels
 from prunex.comm import native as native_kernel
 
 if TYPE_CHECKING:
@@ -255,40 +257,53 @@ class BucketShrinkPlan:
         entries: per tensor of the bucket, in bucket order, its `ShrinkPlan` (a constrained layer) or its
             full shape (sent dense).
         device: where the data lives.
+        kernels: use the Triton kernels of :mod:`prunex.comm.bucket_kernels` (default: on a CUDA device
+            where Triton is installed); else torch's index ops over a flat element index.
 
     The tensors' full-size values sit back to back in one flat *stage* (`stage_views` gives each
-    tensor's view; the caller writes c_i = z_i + v_i there, Alg. 1 line 19). ``index[j]`` is the stage
-    position of the bucket's element j: for a constrained layer the elements of its kept rows
-    ``K_out[p] * C_in + K_in[q]`` (the per-layer plan's ``rows``) in compact (p, q, kh, kw) order, for a
-    dense tensor all of its elements. So ``stage[index]`` is, element for element, the bucket the
-    per-layer plans would pack (eq. (15)), and scattering the bucket back at ``index`` into a zeroed
-    stage is their `decompress` (sec. 4.4.3). The gather reads an int32 index where the stage allows it
-    (half the index bytes; ``index_copy_`` needs int64, kept beside it).
+    tensor's view; the caller writes c_i = z_i + v_i there, Alg. 1 line 19). Packed element j of the
+    bucket is, for a constrained layer, an element of its kept rows ``K_out[p] * C_in + K_in[q]`` (the
+    per-layer plan's ``rows``) in compact (p, q, kh, kw) order, for a dense tensor its own element. So
+    `compress` packs, element for element, the bucket the per-layer plans would pack (eq. (15)), and
+    `decompress` gives the stage their `decompress` would (sec. 4.4.3): kept values, exactly 0 elsewhere.
+    The torch path keeps ``index`` (stage position of each packed element; int32 where the stage allows
+    it, half the index bytes) and the int64 copy ``index_copy_`` needs; the kernels compute positions from
+    the kept index lists instead.
     """
 
-    def __init__(self, entries: list[ShrinkPlan | tuple[int, ...]], device: torch.device) -> None:
+    def __init__(
+        self, entries: list[ShrinkPlan | tuple[int, ...]], device: torch.device, *, kernels: bool | None = None
+    ) -> None:
+        self.shapes = [
+            entry.shape if isinstance(entry, ShrinkPlan) else tuple(int(s) for s in entry) for entry in entries
+        ]
+        self.offsets = [0]
+        for shape in self.shapes:
+            self.offsets.append(self.offsets[-1] + prod(shape))
+        self.stage_numel = self.offsets.pop()
+        if kernels is None:
+            kernels = device.type == "cuda" and bucket_kernels.available()
+        self.kernels: bucket_kernels.BucketKernels | None = None
+        if kernels:
+            layers = [
+                (e.out_idx, e.in_idx, e.shape) if isinstance(e, ShrinkPlan) else (None, None, shape)
+                for e, shape in zip(entries, self.shapes, strict=True)
+            ]
+            self.kernels = bucket_kernels.BucketKernels(layers, device)
+            self.numel = self.kernels.numel  # elements of the bucket this plan fills
+            return
         parts: list[Tensor] = []
-        self.shapes: list[tuple[int, ...]] = []
-        self.offsets: list[int] = []
-        offset = 0
-        for entry in entries:
+        for entry, shape, offset in zip(entries, self.shapes, self.offsets, strict=True):
             if isinstance(entry, ShrinkPlan):
-                shape = entry.shape
                 rows = entry.rows.to(device)
                 k = entry.kernel
                 elems = (rows[:, None] * k + torch.arange(k, device=device)).reshape(-1)
             else:
-                shape = tuple(int(s) for s in entry)
                 elems = torch.arange(prod(shape), device=device)
             parts.append(elems + offset)
-            self.shapes.append(shape)
-            self.offsets.append(offset)
-            offset += prod(shape)
-        self.stage_numel = offset
         self.index64 = torch.cat(parts) if parts else torch.empty(0, dtype=torch.long, device=device)
-        small = offset < 2**31
-        self.index = self.index64.to(torch.int32) if small else self.index64
-        self.numel = self.index64.numel()  # elements of the bucket this plan fills
+        self.index = self.index64.to(torch.int32) if self.stage_numel < 2**31 else self.index64
+        self.numel = self.index64.numel()
 
     def stage_views(self, stage: Tensor) -> list[Tensor]:
         """Each tensor's full-size view into a flat stage of `stage_numel` elements."""
@@ -296,14 +311,19 @@ class BucketShrinkPlan:
 
     def compress(self, stage: Tensor, out: Tensor) -> Tensor:
         """The bucket's elements (``out``, 1-D, `numel`) gathered from the flat full-size stage."""
+        if self.kernels is not None:
+            return self.kernels.pack(stage, out)
         return torch.index_select(stage, 0, self.index, out=out)
 
-    def decompress(self, bucket: Tensor, out: Tensor | None = None) -> list[Tensor]:
-        """A zeroed flat stage (``out`` when given) with the bucket's elements scattered back; returns the
-        tensors' full-size views into it (zero off each layer's kept slices)."""
+    def decompress(self, bucket: Tensor, out: Tensor | None = None) -> Tensor:
+        """The flat stage (``out`` when given, every element written) with the bucket's elements where kept
+        and exactly 0 off each layer's kept slices; `stage_views` splits it."""
+        if self.kernels is not None:
+            out = torch.empty(self.stage_numel, dtype=bucket.dtype, device=bucket.device) if out is None else out
+            _check_out(out, (self.stage_numel,), bucket, "decompress")
+            return self.kernels.unpack(bucket, out)
         out = _output(out, (self.stage_numel,), bucket, "decompress", zeroed=True)
-        out.index_copy_(0, self.index64, bucket)
-        return self.stage_views(out)
+        return out.index_copy_(0, self.index64, bucket)
 
 
 def _output(out: Tensor | None, shape: tuple[int, ...], like: Tensor, what: str, zeroed: bool) -> Tensor:

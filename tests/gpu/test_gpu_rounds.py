@@ -135,7 +135,8 @@ def test_a_consensus_round_synchronises_a_constant_number_of_times(
         counts.append(_synchronisations(lambda m=method: m.engine.consensus(1, force_frozen=True)))
         method.ctx.comm.drain()
     print(f"{name}: synchronisations per round {counts}")
-    assert counts[0] == counts[1] and counts[1] <= 4, counts
+    # one synchronisation per parameter tensor (as the .item() per norm was) would give 12 or more at depth 5
+    assert max(counts) <= 4, counts
 
 
 def test_a_pactrain_step_synchronises_a_constant_number_of_times(
@@ -174,6 +175,9 @@ def test_the_gpu_bucket_plan_is_bitwise_the_cpu_layer_plans(keep: float) -> None
     packed = bucket.compress(stage, torch.empty(bucket.numel, device="cuda"))
     expected = torch.cat([(p.compress(t) if p else t).reshape(-1) for p, t in zip(plans, full, strict=True)])
     assert torch.equal(packed.cpu().view(torch.int32), expected.view(torch.int32))
-    unpacked = bucket.decompress(packed, out=torch.full((bucket.stage_numel,), float("nan"), device="cuda"))
+    assert bucket.kernels is not None  # the Triton kernels (prunex.comm.bucket_kernels)
+    unpacked = bucket.stage_views(
+        bucket.decompress(packed, out=torch.full((bucket.stage_numel,), float("nan"), device="cuda"))
+    )
     for p, t, back in zip(plans, full, unpacked, strict=True):
         assert torch.equal(back.cpu(), p.decompress(p.compress(t)) if p else t)
