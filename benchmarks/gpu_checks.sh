@@ -15,8 +15,7 @@ if compgen -G ".whl/*.whl" > /dev/null; then
     && export PYTHONPATH=/tmp/site:$PWD
 fi
 { date -u; nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0))"
-  git log -1 --format='commit %H %s' 2>/dev/null; } 2>&1 | tee "$OUT/device.txt"
+  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0))"; } 2>&1 | tee "$OUT/device.txt"
 rc=0
 timeout 200 python3 -m pytest tests/gpu -q -rA -s -p no:cacheprovider 2>&1 | tee "$OUT/pytest_gpu.txt" || rc=1
 timeout 60 python3 -m prunex.bench.shrink --device cuda --keep 0.5 2>&1 | tee "$OUT/bench_shrink.txt" || rc=1

@@ -31,18 +31,14 @@ class ConsensusResult:
     overhead_rows: list[dict] = field(default_factory=list)  # compress/decompress seconds (H-SADMM)
 
 
-def read_norms(names: list[str], pending: list[torch.Tensor], norms_cls: type) -> dict[str, Any]:
-    """Every layer's ``norms_cls`` (`HSADMMNorms`, `FlatNorms`) from its norms, ``pending`` holding per layer
-    one norm per field of ``norms_cls`` in field order: stacked and read with one `tolist()` (one
-    device-to-host synchronisation per round), squared on the host, so the values are those one `.item()`
-    per norm gave."""
-    values = torch.stack(pending).tolist() if pending else []
+def read_norms(names: list[str], columns: list[list[torch.Tensor]], norms_cls: type) -> dict[str, Any]:
+    """Every layer's ``norms_cls`` (`HSADMMNorms`, `FlatNorms`) from its norms, ``columns`` holding one list
+    per field of ``norms_cls``, in field order, of one norm per layer: stacked and read with one `tolist()`
+    (one device-to-host synchronisation per round), squared on the host, so the values are those one
+    `.item()` per norm gave."""
+    values = torch.stack([torch.stack(c) for c in columns], dim=1).tolist() if names else []
     keys = [f.name for f in fields(norms_cls)]
-    width = len(keys)
-    return {
-        n: norms_cls(**{k: v**2 for k, v in zip(keys, values[i * width : (i + 1) * width], strict=True)})
-        for i, n in enumerate(names)
-    }
+    return {n: norms_cls(**{k: v**2 for k, v in zip(keys, values[i], strict=True)}) for i, n in enumerate(names)}
 
 
 class ConsensusEngine:
@@ -146,11 +142,15 @@ class ConsensusEngine:
         for key in self.PENALTIES:
             rho, dual = getattr(self, key), getattr(self, self.DUAL_OF[key])
             g = (self.cfg.rho_max / self.initial_rho[key]) ** (1.0 / self.cfg.freeze_iteration)
+            duals, factors = [], []
             for n, old in rho.items():
                 new = min(old * g, self.cfg.rho_max)
                 if new != old:
-                    dual[n].mul_(old / new)
+                    duals.append(dual[n])
+                    factors.append(old / new)
                     rho[n] = new
+            if duals:
+                torch._foreach_mul_(duals, factors)
 
     def train_masks(self) -> dict[str, torch.Tensor]:
         """Per constrained layer, the frozen global mask as a 0/1 tensor broadcastable to the parameter, in its

@@ -26,7 +26,7 @@ import torch
 
 from prunex.admm.engine import ConsensusEngine, ConsensusResult, read_norms
 from prunex.admm.residuals import FlatNorms, flat_residual, rebalance
-from prunex.admm.steps import dual_updates, project_or_freeze, sum_theta_plus_u, z_node_step
+from prunex.admm.steps import change_norms, dual_updates, project_or_freeze, sum_theta_plus_u, z_node_step
 from prunex.comm.bucket import Bucketer
 
 
@@ -44,19 +44,24 @@ class FlatADMM(ConsensusEngine):
         summed, buffer_sums = sum_theta_plus_u(self.theta, self.u, self.buffers, self.buckets, comm, "flat")
 
         drift: dict[str, int] = {}
-        pending: list[torch.Tensor] = []  # per layer, the FlatNorms' norms in field order
-        for n in self.names:
-            z_new = z_node_step(summed[n], rho1=self.rho_intra[n], members=N, lam_share=self.lam)
+        names = self.names  # every step on all layers at once (multi-tensor ops, as `HSADMM.consensus`)
+        z_next = z_node_step(
+            [summed[n] for n in names], rho1=[self.rho_intra[n] for n in names], members=N, lam_share=self.lam
+        )
+        for i, n in enumerate(names):
             if n in self.sparsity:  # projection of the global z, after synchronisation
-                z_new, mask = project_or_freeze(z_new, self.sparsity[n], None if dynamic else self.masks[n])
+                z_next[i], mask = project_or_freeze(z_next[i], self.sparsity[n], None if dynamic else self.masks[n])
                 if mask is not None:
                     drift[n] = mask.drift(self.masks[n])
                     self.masks[n] = mask
-            dz = (z_new - self.z[n]).norm()
-            self.z[n].copy_(z_new)
-            r, _ = dual_updates(self.u[n], self.theta[n], self.z[n])
-            pending += [r.norm(), self.theta[n].norm(), self.u[n].norm(), self.z[n].norm(), dz]
-        norms = read_norms(self.names, pending, FlatNorms)  # one device-to-host read for the round
+        z = [self.z[n] for n in names]
+        dz = change_norms(z_next, z)
+        torch._foreach_copy_(z, z_next)
+        theta, u = [self.theta[n] for n in names], [self.u[n] for n in names]
+        r, _ = dual_updates(u, theta, z)
+        # per FlatNorms field, in field order, one norm per layer
+        columns = [torch._foreach_norm(state) for state in (r, theta, u, z)] + [dz]
+        norms = read_norms(names, columns, FlatNorms)  # one device-to-host read for the round
         for b, t in buffer_sums.items():
             self.buffers[b].copy_(t / N)
 

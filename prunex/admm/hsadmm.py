@@ -41,6 +41,7 @@ import torch
 from prunex.admm.engine import ConsensusEngine, ConsensusResult, read_norms
 from prunex.admm.residuals import HSADMMNorms, hsadmm_residuals, rebalance
 from prunex.admm.steps import (
+    change_norms,
     dual_updates,
     inter_node_average,
     project_or_freeze,
@@ -105,24 +106,29 @@ class HSADMM(ConsensusEngine):
         topo, comm = self.topo, self.comm
         P, M = topo.procs_per_node, topo.nodes
         dynamic = self.begin_round(k, force_frozen)
-        # Phase 2 (lines 6-8): intra-node AllReduce(sum) of theta + u, then the z_i step.
+        # Phase 2 (lines 6-8): intra-node AllReduce(sum) of theta + u, then the z_i step. Every step of the
+        # round runs on all layers at once (multi-tensor ops: the same values as a loop over the layers, in
+        # a few launches; a GPU round was launch-bound with one loop iteration per parameter, issue 27).
+        names = self.names
         summed, node_buffers = sum_theta_plus_u(self.theta, self.u, self.buffers, self.intra_buckets, comm, "intra")
-        dz_node: dict[str, torch.Tensor] = {}  # norms stay on the device until the one read below
-        for n in self.names:
-            z_tilde = z_node_step(
-                summed[n],
-                rho1=self.rho_intra[n],
-                members=P,
-                lam_share=self.lam / M,
-                outer=(self.rho_inter[n], self.z[n], self.v[n]),
-            )
-            # Phase 3 (lines 10-14): projection while the mask is dynamic, the frozen mask afterwards.
+        z, v, z_node = ([state[n] for n in names] for state in (self.z, self.v, self.z_node))
+        z_tilde = z_node_step(
+            [summed[n] for n in names],
+            rho1=[self.rho_intra[n] for n in names],
+            members=P,
+            lam_share=self.lam / M,
+            outer=([self.rho_inter[n] for n in names], z, v),
+        )
+        # Phase 3 (lines 10-14): projection while the mask is dynamic, the frozen mask afterwards.
+        for i, n in enumerate(names):
             if n in self.sparsity:
-                z_tilde, node_mask = project_or_freeze(z_tilde, self.sparsity[n], None if dynamic else self.masks[n])
+                z_tilde[i], node_mask = project_or_freeze(
+                    z_tilde[i], self.sparsity[n], None if dynamic else self.masks[n]
+                )
                 if node_mask is not None:
                     self.node_masks[n] = node_mask
-            dz_node[n] = (z_tilde - self.z_node[n]).norm()
-            self.z_node[n].copy_(z_tilde)
+        dz_node = change_norms(z_tilde, z_node)  # norms stay on the device until the one read below
+        torch._foreach_copy_(z_node, z_tilde)
         node_buffers = {b: t / P for b, t in node_buffers.items()}
 
         # Phase 4 (lines 16-22): mask sync while dynamic, then the compact inter-node average.
@@ -148,15 +154,15 @@ class HSADMM(ConsensusEngine):
         )
 
         # Phase 5 (lines 23-31): the z update, dual updates, residuals, penalty balancing.
-        pending: list[torch.Tensor] = []  # per layer, one norm per HSADMMNorms field, in field order
-        for n in self.names:
-            dz = (z_new[n] - self.z[n]).norm()
-            self.z[n].copy_(z_new[n])
-            r_intra, r_inter = dual_updates(self.u[n], self.theta[n], self.z_node[n], self.v[n], self.z[n])
-            state = {"r_intra": r_intra, "theta": self.theta[n], "z_node": self.z_node[n], "u": self.u[n]}
-            state |= {"r_inter": r_inter, "z": self.z[n], "v": self.v[n]}
-            pending += [t.norm() for t in state.values()] + [dz_node[n], dz]
-        norms = read_norms(self.names, pending, HSADMMNorms)  # one device read for the round (Alg. 1 line 28)
+        z_next = [z_new[n] for n in names]
+        dz = change_norms(z_next, z)
+        torch._foreach_copy_(z, z_next)
+        theta, u = [self.theta[n] for n in names], [self.u[n] for n in names]
+        r_intra, r_inter = dual_updates(u, theta, z_node, v, z)
+        # per HSADMMNorms field, in field order, one norm per layer
+        states = (r_intra, theta, z_node, u, r_inter, z, v)
+        columns = [torch._foreach_norm(state) for state in states] + [dz_node, dz]
+        norms = read_norms(names, columns, HSADMMNorms)  # one device read for the round (Alg. 1 line 28)
         for b, t in global_buffers.items():
             self.buffers[b].copy_(t)
 

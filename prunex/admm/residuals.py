@@ -21,12 +21,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, MutableMapping
 from dataclasses import astuple, dataclass, fields
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import torch
 
 from prunex.training.config import ADMMConfig
-
-if TYPE_CHECKING:
-    import torch
 
 
 @dataclass(frozen=True)
@@ -76,13 +75,18 @@ def rebalance(
     residuals: Mapping[str, LevelResidual],
     cfg: ADMMConfig,
 ) -> None:
-    """Residual balancing of every layer's penalty, rescaling its scaled dual in place."""
+    """Residual balancing of every layer's penalty, rescaling its scaled dual in place (one multi-tensor
+    op for the layers whose penalty changed)."""
+    duals, factors = [], []
     for n, res in residuals.items():
         old = rho[n]
         new = balance(old, res.primal, res.dual, mu=cfg.rho_mu, tau=cfg.rho_tau, rho_max=cfg.rho_max)
         if new != old:
-            scaled_dual[n].mul_(old / new)  # y <- y rho_old / rho_new keeps rho * y unchanged
+            duals.append(scaled_dual[n])
+            factors.append(old / new)  # y <- y rho_old / rho_new keeps rho * y unchanged
             rho[n] = new
+    if duals:
+        torch._foreach_mul_(duals, factors)
 
 
 # -------------------------------------------------------------------------- H-SADMM (two levels)

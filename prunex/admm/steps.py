@@ -32,6 +32,7 @@ from prunex.comm.wire import WireBuckets
 from prunex.pruning import GroupMask, LayerSparsity, project_groups
 
 
+@torch.no_grad()
 def sum_theta_plus_u(
     theta: Mapping[str, Tensor],
     u: Mapping[str, Tensor],
@@ -42,39 +43,50 @@ def sum_theta_plus_u(
 ) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
     """sum_j (theta_j + u_j) over the ``level`` group (Alg. 1 lines 6-7), with the floating-point
     buffers (BatchNorm statistics) summed alongside, in coalesced buckets (sec. 4.4.2). Returns views
-    into the buckets, per parameter and per buffer."""
+    into the buckets, per parameter and per buffer. theta + u is written with two multi-tensor ops (a
+    copy, then an in-place add: the same sums as one add per tensor, in a few launches on a GPU)."""
     names, bnames = list(theta), list(buffers)
-    buckets.layout([theta[n].numel() for n in names] + [buffers[b].numel() for b in bnames])
-    for i, n in enumerate(names):
-        torch.add(theta[n].reshape(-1), u[n].reshape(-1), out=buckets.view(i))
+    shapes = [tuple(theta[n].shape) for n in names] + [tuple(buffers[b].shape) for b in bnames]
+    buckets.layout([math.prod(s) for s in shapes])
+    views = buckets.shaped_views(shapes)
+    if names:
+        torch._foreach_copy_(views[: len(names)], [theta[n] for n in names])
+        torch._foreach_add_(views[: len(names)], [u[n] for n in names])
     for j, b in enumerate(bnames):
-        buckets.view(len(names) + j).copy_(buffers[b].reshape(-1))
+        views[len(names) + j].copy_(buffers[b])
     buckets.all_reduce(comm, level, "sum")
-    sums = {n: buckets.view(i, theta[n].shape) for i, n in enumerate(names)}
-    return sums, {b: buckets.view(len(names) + j, buffers[b].shape) for j, b in enumerate(bnames)}
+    sums = dict(zip(names, views, strict=False))
+    return sums, {b: views[len(names) + j] for j, b in enumerate(bnames)}
 
 
 def z_node_step(
-    summed: Tensor,
+    summed: list[Tensor],
     *,
-    rho1: float,
+    rho1: list[float],
     members: int,
     lam_share: float,
-    outer: tuple[float, Tensor, Tensor] | None = None,
-) -> Tensor:
-    """The z step: the minimiser of the augmented Lagrangian (eq. (6)) in the consensus variable.
+    outer: tuple[list[float], list[Tensor], list[Tensor]] | None = None,
+) -> list[Tensor]:
+    """The z step of every layer: the minimiser of the augmented Lagrangian (eq. (6)) in the consensus
+    variable, per layer with its own penalties (lists in layer order), as multi-tensor ops.
 
     H-SADMM (eq. (9) as derived; the printed eq. (9) writes z_i where z belongs and drops the factor P):
     ``z~_i = [rho_1 sum_j (theta_ij + u_ij) + rho_2 (z - v_i)] / (lambda / M + P rho_1 + rho_2)``, with
-    ``summed`` the node's sum, ``members = P``, ``lam_share = lambda / M`` and ``outer = (rho_2, z, v_i)``.
+    ``summed`` the node's sums, ``members = P``, ``lam_share = lambda / M`` and ``outer = (rho_2, z, v_i)``.
 
     Flat consensus (every worker tied to z): ``z~ = rho sum_n (theta_n + u_n) / (lambda + N rho)``, with
     ``members = N``, ``lam_share = lambda`` and no outer term.
+
+    The operations and their order are those of one expression per layer (``rho1 * summed / denom``), so
+    the values are the same bits.
     """
+    scaled = torch._foreach_mul(summed, rho1)
     if outer is None:
-        return rho1 * summed / (lam_share + members * rho1)
+        return list(torch._foreach_div(scaled, [lam_share + members * r for r in rho1]))
     rho2, z, v = outer
-    return (rho1 * summed + rho2 * (z - v)) / (lam_share + members * rho1 + rho2)
+    pulled = torch._foreach_mul(torch._foreach_sub(z, v), rho2)
+    denominators = [lam_share + members * r1 + r2 for r1, r2 in zip(rho1, rho2, strict=True)]
+    return list(torch._foreach_div(torch._foreach_add(scaled, pulled), denominators))
 
 
 def project_or_freeze(z: Tensor, sparsity: LayerSparsity, frozen: GroupMask | None) -> tuple[Tensor, GroupMask | None]:
@@ -278,16 +290,26 @@ def _bucket_gather(
     return value
 
 
+@torch.no_grad()
 def dual_updates(
-    u: Tensor, theta: Tensor, z_node: Tensor, v: Tensor | None = None, z: Tensor | None = None
-) -> tuple[Tensor, Tensor | None]:
-    """Scaled dual ascent, in place: ``v_i += z_i - z`` (eq. (13), Alg. 1 line 23; H-SADMM, when ``v``
-    is given) and ``u_ij += theta_ij - z_i`` (eq. (12), line 27; flat consensus: z in place of z_i).
-    Returns the primal residuals (theta - z_i, z_i - z or None)."""
+    u: list[Tensor],
+    theta: list[Tensor],
+    z_node: list[Tensor],
+    v: list[Tensor] | None = None,
+    z: list[Tensor] | None = None,
+) -> tuple[list[Tensor], list[Tensor] | None]:
+    """Scaled dual ascent of every layer, in place: ``v_i += z_i - z`` (eq. (13), Alg. 1 line 23; H-SADMM,
+    when ``v`` is given) and ``u_ij += theta_ij - z_i`` (eq. (12), line 27; flat consensus: z in place of
+    z_i), as multi-tensor ops. Returns the primal residuals (theta - z_i, z_i - z or None), per layer."""
     r_inter = None
     if v is not None:
-        r_inter = z_node - z
-        v.add_(r_inter)
-    r_intra = theta.detach() - z_node
-    u.add_(r_intra)
+        r_inter = torch._foreach_sub(z_node, z)
+        torch._foreach_add_(v, r_inter)
+    r_intra = torch._foreach_sub(theta, z_node)
+    torch._foreach_add_(u, r_intra)
     return r_intra, r_inter
+
+
+def change_norms(new: list[Tensor], old: list[Tensor]) -> list[Tensor]:
+    """``||new - old||`` per layer (the dual residuals' norms), as multi-tensor ops."""
+    return torch._foreach_norm(torch._foreach_sub(new, old))

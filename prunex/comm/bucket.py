@@ -38,6 +38,7 @@ class Bucketer:
         self.allocations = 0  # how many times buffers were (re)allocated
         # per bucket, the exchange's one-gather plan and what it was made for (prunex.admm.steps._bucket_gather)
         self.gathers: dict[int, tuple] = {}
+        self._views: tuple[tuple, list[torch.Tensor]] | None = None  # `shaped_views`, made once per layout
 
     def layout(self, numels: Sequence[int]) -> None:
         """Prepare buffers for tensors of these sizes (no allocation when they are unchanged)."""
@@ -64,6 +65,14 @@ class Bucketer:
         s = self.slots[i]
         flat = self.buffers[s.bucket].narrow(0, s.offset, s.numel)
         return flat.view(*shape) if shape is not None else flat
+
+    def shaped_views(self, shapes: Sequence[Sequence[int]]) -> list[torch.Tensor]:
+        """`view` of every tensor with its shape, made once while the layout and the shapes stay (a GPU
+        round then spends no host time making hundreds of views)."""
+        key = (self._key, tuple(tuple(s) for s in shapes))
+        if self._views is None or self._views[0] != key:
+            self._views = (key, [self.view(i, s) for i, s in enumerate(shapes)])
+        return self._views[1]
 
     def pack(self, tensors: Sequence[torch.Tensor]) -> None:
         self.layout([t.numel() for t in tensors])

@@ -181,17 +181,22 @@ class Comm:
         group = self.groups.get(level)
         reduce_op = {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX}[op]
         nbytes = t.numel() * t.element_size()
-        span = self.timer.start()
+        cuda = self.device.type == "cuda"
+        span = None if cuda else self.timer.start()
         work = dist.all_reduce(t, op=reduce_op, group=group, async_op=True)
         launched = time.perf_counter()
         stopped: Span | None = None
-        if self.device.type == "cuda":
-            # the span's end is enqueued now, on a stream of its own that waits for this collective alone:
-            # an event recorded on an idle stream completes when the host records it, so recording it at
-            # `wait` would time the host's work in between (the next bucket's fill), and recording it on the
-            # current stream would also time the GPU work enqueued there since the launch (issue 27)
+        if cuda:
+            # Both ends are enqueued now, after the launch, on a stream of their own: it waits for what the
+            # collective waits for (the current stream's work so far), marks the start, waits for the
+            # collective alone and marks the end. An event recorded on an idle stream completes when the host
+            # records it, so a start recorded before the launch would time the host's launch overhead, and
+            # an end recorded at `wait` the host's work in between (the next bucket's fill); an end on the
+            # current stream would also time the GPU work enqueued there since the launch (issue 27).
             stream = self._timing_stream()
+            stream.wait_stream(torch.cuda.current_stream(self.device))
             with torch.cuda.stream(stream):
+                span = self.timer.start()
                 work.wait()  # the timing stream waits for the collective; the host does not
                 stopped = span.stop()
 

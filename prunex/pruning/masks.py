@@ -52,6 +52,7 @@ class GroupMask:
         self.out_idx = torch.nonzero(self.out_keep).flatten()
         self.in_idx = torch.nonzero(self.in_keep).flatten()
         self._density: float | None = None  # read from the device once per mask (a frozen mask: once)
+        self._element: Tensor | None = None  # element_mask(), made once per mask
 
     # -- construction -----------------------------------------------------------------------------
     @classmethod
@@ -119,9 +120,11 @@ class GroupMask:
     # -- the support ----------------------------------------------------------------------------------
     def element_mask(self) -> Tensor:
         """Bool mask broadcastable to the weight: K_out x K_in (x kept shape positions)."""
-        m = self.out_keep[:, None] & self.in_keep[None, :]
-        m = m.reshape(m.shape + (1,) * (len(self.shape) - 2))
-        return m & self.shape_keep[None] if self.shape_keep is not None else m
+        if self._element is None:  # a frozen mask is applied every round: its mask is built once
+            m = self.out_keep[:, None] & self.in_keep[None, :]
+            m = m.reshape(m.shape + (1,) * (len(self.shape) - 2))
+            self._element = m & self.shape_keep[None] if self.shape_keep is not None else m
+        return self._element
 
     def apply(self, w: Tensor) -> Tensor:
         """``w`` on the support, exactly 0 elsewhere (`masked`: a non-finite pruned entry becomes 0)."""
