@@ -18,7 +18,7 @@ import torch
 from distributed import run_distributed
 from torch import Tensor
 
-from prunex.admm.steps import inter_node_average
+from prunex.admm.steps import flat_state, inter_node_average
 from prunex.comm import Comm
 from prunex.comm.bucket import Bucketer
 from prunex.comm.shrink import BucketShrinkPlan, ShrinkPlan
@@ -64,6 +64,11 @@ def check_bucket_plan(kernels: bool) -> None:
     packed = bucket.compress(stage, torch.full((bucket.numel,), float("nan")))
     expected = torch.cat([(plans[n].compress(full[n]) if n in plans else full[n]).reshape(-1) for n in shapes])
     assert torch.equal(packed, expected) and bucket.numel < bucket.stage_numel  # something was dropped
+    plus = torch.randn(bucket.stage_numel, generator=torch.Generator().manual_seed(1))  # c = z + v, line 19
+    summed = bucket.compress(stage, torch.full((bucket.numel,), float("nan")), plus=plus)
+    added = {n: full[n] + view for n, view in zip(shapes, bucket.stage_views(plus), strict=True)}
+    expected = torch.cat([(plans[n].compress(added[n]) if n in plans else added[n]).reshape(-1) for n in shapes])
+    assert torch.equal(summed, expected)
     unpacked = bucket.stage_views(bucket.decompress(packed, out=torch.full((bucket.stage_numel,), float("nan"))))
     for n, t in zip(shapes, unpacked, strict=True):
         assert torch.equal(t, plans[n].decompress(plans[n].compress(full[n])) if n in plans else full[n]), n
@@ -82,13 +87,15 @@ def test_the_triton_kernels_pack_and_unpack_what_the_layer_plans_do() -> None:
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
 
 
-def _exchange(rank: int, wire_dtype: str, bucket_mb: float, exchange: str) -> dict:
+def _exchange(rank: int, wire_dtype: str, bucket_mb: float, exchange: str, flat: bool = False) -> dict:
     topo = discover(2, 2)
     sharded = exchange == "sharded"
     comm = Comm(topo, build_groups(topo, 60, shards=sharded), torch.device("cpu"))
     gen = torch.Generator().manual_seed(10 + topo.node)  # z_i and v_i are replicated in a node
     z_node = {n: torch.randn(s, generator=gen) for n, s in SHAPES.items()}
     v = {n: torch.randn(s, generator=gen) for n, s in SHAPES.items()}
+    if flat:  # the engine's layout: each state one flat buffer (the one-gather path packs straight from it)
+        z_node, v = flat_state(z_node, copy=True), flat_state(v, copy=True)
     bn = {"bn.mean": torch.randn(16, generator=gen)}
     out: dict = {}
     for one_gather in (False, True):

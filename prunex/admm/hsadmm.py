@@ -43,6 +43,7 @@ from prunex.admm.residuals import HSADMMNorms, hsadmm_residuals, rebalance
 from prunex.admm.steps import (
     change_norms,
     dual_updates,
+    flat_state,
     inter_node_average,
     project_or_freeze,
     sum_theta_plus_u,
@@ -69,9 +70,9 @@ class HSADMM(ConsensusEngine):
 
     def init_engine(self) -> None:
         with torch.no_grad():
-            # Alg. 1 line 1: z_i from the same initialisation; v = 0
-            self.v = {n: torch.zeros_like(t) for n, t in self.theta.items()}
-            self.z_node = {n: t.detach().clone() for n, t in self.theta.items()}
+            # Alg. 1 line 1: z_i from the same initialisation; v = 0 (each one flat buffer: `flat_state`)
+            self.v = flat_state(self.theta, copy=False)
+            self.z_node = flat_state(self.theta, copy=True)
         self.rho_inter = dict.fromkeys(self.names, self.cfg.rho_inter)
         self.node_masks: dict[str, GroupMask] = {}
         self.intra_buckets = Bucketer(self.cfg.bucket_mb, self.dtype, self.device)

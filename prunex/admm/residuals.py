@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, MutableMapping
-from dataclasses import astuple, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 import torch
@@ -114,7 +114,7 @@ class HSADMMNorms:
         """This rank's row of the residual table that one flat AllReduce(sum) totals: the intra-level
         columns from every rank, the inter-level ones (from ``r_inter`` on) from the leaders only."""
         lead = 1.0 if leader else 0.0
-        values = astuple(self)
+        values = [getattr(self, f) for f in HSADMM_TABLE_COLUMNS]  # (astuple deep-copies: ~20 ms for 467 layers)
         return [x if i < INTRA_COLUMNS else lead * x for i, x in enumerate(values)]
 
     def log_rows(self, base: dict[str, Any], rho_intra: float, rho_inter: float, leader: bool) -> list[dict]:

@@ -173,9 +173,17 @@ def inter_node_average(
         if one_gather:
             g = gathers[b]
             if g.params:
-                torch._foreach_copy_(g.fill, [z_node[names[i]] for i in g.params])
-                torch._foreach_add_(g.fill, [v[names[i]] for i in g.params])  # line 19: c = z_i + v_i
-                g.plan.compress(g.stage, g.dest)  # line 20, eq. (15), for the whole bucket
+                zs, vs = [z_node[names[i]] for i in g.params], [v[names[i]] for i in g.params]
+                z_flat, v_flat = _back_to_back(zs, g.plan), _back_to_back(vs, g.plan)
+                if z_flat is not None and v_flat is not None:  # the engine's flat state: no copy (`flat_state`)
+                    g.plan.compress(z_flat, g.dest, plus=v_flat)  # lines 19-20 on the kept elements
+                else:
+                    if g.stage is None:
+                        g.stage = torch.empty_like(g.out)
+                        g.fill = g.plan.stage_views(g.stage)
+                    torch._foreach_copy_(g.fill, zs)
+                    torch._foreach_add_(g.fill, vs)  # line 19: c = z_i + v_i
+                    g.plan.compress(g.stage, g.dest)  # line 20, eq. (15), for the whole bucket
             for i in by_bucket[b]:
                 if i >= len(names):
                     buckets.view(i).copy_(buffers[bnames[i - len(names)]].reshape(-1))
@@ -245,10 +253,10 @@ class _BucketGather:
     plan: BucketShrinkPlan
     params: list[int]  # the bucket's parameters (indices into the names), back to back from its start
     dest: Tensor  # the bucket region they fill
-    fill: list[Tensor]  # views of the stage the plan packs from (line 19 writes c_i = z_i + v_i there)
     unpacked: list[Tensor]  # views of the stage the plan unpacks into (the new z, line 22)
-    stage: Tensor
     out: Tensor
+    stage: Tensor | None = None  # where line 19 writes c_i = z_i + v_i when they are not flat (made on use)
+    fill: list[Tensor] | None = None  # its views
 
 
 def _bucket_gather(
@@ -281,16 +289,45 @@ def _bucket_gather(
     device = buckets.device
     entries = [shrink_plan(masks[names[i]], device) if names[i] in masks else shapes[i] for i in params]
     plan = BucketShrinkPlan(entries, device)
-    stage = torch.empty(plan.stage_numel, dtype=buckets.dtype, device=device)
-    out = torch.empty_like(stage)
+    out = torch.empty(plan.stage_numel, dtype=buckets.dtype, device=device)
     start = slots[0].offset if slots else 0
     dest = buckets.buffers[b].narrow(0, start, plan.numel)
-    value = _BucketGather(plan, params, dest, plan.stage_views(stage), plan.stage_views(out), stage, out)
+    value = _BucketGather(plan, params, dest, plan.stage_views(out), out)
     buckets.gathers[b] = (buckets.layout_key, key, value)
     return value
 
 
 @torch.no_grad()
+def _back_to_back(tensors: list[Tensor], plan: BucketShrinkPlan) -> Tensor | None:
+    """The flat stage ``tensors`` already are when they lie back to back in one buffer at ``plan``'s
+    offsets (`flat_state`), as one 1-D view; None otherwise."""
+    first = tensors[0]
+    size = first.element_size()
+    start = first.data_ptr()
+    for t, offset in zip(tensors, plan.offsets, strict=True):
+        if t.data_ptr() != start + offset * size or not t.is_contiguous() or t.dtype != first.dtype:
+            return None
+    return torch.as_strided(first, (plan.stage_numel,), (1,), first.storage_offset())
+
+
+def flat_state(like: Mapping[str, Tensor], *, copy: bool) -> dict[str, Tensor]:
+    """Per-parameter state (a copy of ``like``, or zeros) as views of one flat buffer, back to back in
+    ``like``'s order: the inter-node exchange on a GPU then packs c_i = z_i + v_i straight from it
+    (`BucketShrinkPlan.compress` with ``plus``) instead of copying both into a stage. Tensors of more than
+    one dtype or device get one buffer each."""
+    tensors = list(like.values())
+    if not tensors or len({(t.dtype, t.device) for t in tensors}) != 1:
+        return {n: t.detach().clone() if copy else torch.zeros_like(t) for n, t in like.items()}
+    flat = torch.zeros(sum(t.numel() for t in tensors), dtype=tensors[0].dtype, device=tensors[0].device)
+    out, offset = {}, 0
+    for n, t in like.items():
+        out[n] = flat.narrow(0, offset, t.numel()).view(t.shape)
+        if copy:
+            out[n].copy_(t)
+        offset += t.numel()
+    return out
+
+
 def dual_updates(
     u: list[Tensor],
     theta: list[Tensor],

@@ -6,21 +6,21 @@ bytes (`tests/test_bucket_shrink.py` runs these kernels in Triton's interpreter 
 `tests/gpu/` on a GPU).
 
 Why kernels: the torch path reads an index of one int32 per packed element (as many bytes as the data)
-to gather, and an int64 one to scatter after zero-filling the whole stage; on an H100 that was 0.36 and
-0.13 of one contiguous copy of the same bytes (`python -m prunex.bench.shrink --device cuda`, 2026-11-27).
-Here the source of packed element j of a constrained layer is computed from the layer's kept index lists,
-which are a few KB and stay in cache: with r = j mod K, q = (j div K) mod |K_in|, p = j div (K |K_in|),
+to gather, and an int64 one to scatter after zero-filling the whole stage. Here positions are computed
+from the layers' kept index lists, a few KB that stay in cache:
 
-    src(j) = base + (K_out[p] * C_in + K_in[q]) * K + r          (the layer's full tensor at its stage offset)
+- `pack`: one program per packed row, i.e. per kept filter p of a constrained layer of kernel size K
+  (one launch per K among the bucket's layers, K a compile-time constant, so ``j // K`` and ``j % K`` are
+  no divisions): packed element j of the row is stage element
+  ``filter_start + K_in[j // K] * K + j % K``, filter_start = base + K_out[p] * C_in * K; a dense tensor
+  is one row copied straight.
+- `unpack`: every stage element once (the kept value, or 0 off the support, so no separate zero fill),
+  from the layer's position tables (index of each output and input channel among the kept ones, -1 if
+  pruned), in blocks of `BLOCK` elements that never straddle two tensors.
 
-`pack` writes every packed element once; `unpack` writes every stage element once (the kept value, or 0
-off the support, so no separate zero fill), reading the layer's position tables (index of each output and
-input channel among the kept ones, -1 if pruned). Dense tensors of the bucket are copied straight.
-
-Positions within a tensor are int32 (64-bit division is emulated on GPUs and made the first version
-compute-bound: 0.24 of a copy for `pack`, 2026-11-27 on an H100); only the stage and bucket offsets are
-int64. Work is split in blocks of `BLOCK` elements that never straddle two tensors: a block table gives each
-program its tensor and its first element.
+Positions within a tensor are int32; only the stage and bucket offsets are int64 (64-bit division is
+emulated on GPUs: the first version, which divided by runtime sizes in int64 per element, packed at
+0.24 of a contiguous copy on an H100, 2026-11-27).
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ try:
 except ImportError:  # pragma: no cover - CPU-only installs without triton: the torch path is used
     triton = None
 
-BLOCK = 1024
+BLOCK = 1024  # unpack: elements per program
+PACK_BLOCK = 512  # pack: elements per step along a packed row
 
 
 def available() -> bool:
@@ -47,42 +48,36 @@ if triton is not None:
     @triton.jit
     def _pack_kernel(
         stage_ptr,
+        plus_ptr,
         bucket_ptr,
-        blk_tensor_ptr,
-        blk_start_ptr,
-        base_ptr,
+        src_ptr,
         dst_ptr,
-        numel_ptr,
-        dense_ptr,
-        cin_ptr,
-        k_ptr,
-        nq_ptr,
-        ooff_ptr,
+        n_ptr,
         ioff_ptr,
-        oidx_ptr,
+        dense_ptr,
         iidx_ptr,
+        K: tl.constexpr,
+        ADD: tl.constexpr,
         BLOCK: tl.constexpr,
     ):
-        pid = tl.program_id(0)
-        t = tl.load(blk_tensor_ptr + pid)
-        j = tl.load(blk_start_ptr + pid) + tl.arange(0, BLOCK)  # int32: within one tensor
-        m = j < tl.load(numel_ptr + t)
-        base = tl.load(base_ptr + t)
-        flag = tl.load(dense_ptr + t)
-        dense = flag != 0
-        k = tl.load(k_ptr + t)
-        nq = tl.load(nq_ptr + t)
-        cin = tl.load(cin_ptr + t)
-        r = j % k
-        pq = j // k
-        q = pq % nq
-        p = pq // nq
-        gm = m & (flag == 0)
-        o = tl.load(oidx_ptr + tl.load(ooff_ptr + t) + p, mask=gm, other=0)
-        i = tl.load(iidx_ptr + tl.load(ioff_ptr + t) + q, mask=gm, other=0)
-        src = base + tl.where(dense, j, (o * cin + i) * k + r).to(tl.int64)
-        v = tl.load(stage_ptr + src, mask=m)
-        tl.store(bucket_ptr + tl.load(dst_ptr + t) + j, v, mask=m)
+        # one program per packed row: a kept filter p of a layer of kernel size K (its |K_in| * K elements
+        # K_in[q] * K + r after the filter's start in the stage), or a whole dense tensor (K = 1)
+        row = tl.program_id(0)
+        src = tl.load(src_ptr + row)  # int64: the filter's (or tensor's) first stage element
+        dst = tl.load(dst_ptr + row)  # int64: the row's first bucket element
+        n = tl.load(n_ptr + row)
+        ioff = tl.load(ioff_ptr + row)
+        gather = tl.load(dense_ptr + row) == 0
+        for first in range(0, n, BLOCK):
+            j = first + tl.arange(0, BLOCK)
+            m = j < n
+            i = tl.load(iidx_ptr + ioff + j // K, mask=m & gather, other=0)  # K constexpr: no division
+            offset = tl.where(gather, i * K + j % K, j)
+            at = src + offset.to(tl.int64)
+            v = tl.load(stage_ptr + at, mask=m)
+            if ADD:  # c = z_i + v_i (Alg. 1 line 19), on the kept elements only
+                v = v + tl.load(plus_ptr + at, mask=m)
+            tl.store(bucket_ptr + dst + j, v, mask=m)
 
     @triton.jit
     def _unpack_kernel(
@@ -127,6 +122,46 @@ if triton is not None:
         tl.store(stage_ptr + base + e, v, mask=m)
 
 
+def _pack_rows(
+    layers: list[tuple[Tensor | None, Tensor | None, tuple[int, ...]]], cols: dict[str, list[int]], device: torch.device
+) -> dict[int, tuple[Tensor, ...]]:
+    """Per kernel size K, the pack kernel's row table: per packed row its first stage element (int64), first
+    bucket element (int64), length, the offset of its layer's K_in in the K group's index list, and whether
+    it is a dense tensor; and that index list (int32)."""
+    groups: dict[int, dict[str, list]] = {}
+    for t, (o, i, _) in enumerate(layers):
+        k = cols["k"][t]
+        g = groups.setdefault(k, {"src": [], "dst": [], "n": [], "ioff": [], "dense": [], "iidx": [], "size": 0})
+        base, dst = cols["base"][t], cols["dst"][t]
+        if o is None:
+            rows = 1
+            g["src"].append(torch.tensor([base]))
+            g["dst"].append(torch.tensor([dst]))
+            g["n"].append(torch.tensor([cols["numel"][t]]))
+        else:
+            o = o.to("cpu", torch.int64)
+            rows, length = o.numel(), cols["nq"][t] * k
+            g["src"].append(base + o * (cols["cin"][t] * k))  # filter K_out[p]'s first element
+            g["dst"].append(dst + torch.arange(rows) * length)
+            g["n"].append(torch.full((rows,), length))
+            g["iidx"].append(i.to("cpu", torch.int64))
+        g["ioff"].append(torch.full((rows,), g["size"]))
+        g["dense"].append(torch.full((rows,), int(o is None)))
+        g["size"] += 0 if o is None else cols["nq"][t]
+    out = {}
+    for k, g in groups.items():
+        iidx = torch.cat(g["iidx"]) if g["iidx"] else torch.zeros(1, dtype=torch.int64)
+        out[k] = (
+            torch.cat(g["src"]).to(device, torch.int64),
+            torch.cat(g["dst"]).to(device, torch.int64),
+            torch.cat(g["n"]).to(device, torch.int32),
+            torch.cat(g["ioff"]).to(device, torch.int32),
+            torch.cat(g["dense"]).to(device, torch.int32),
+            iidx.to(device, torch.int32),
+        )
+    return out
+
+
 def _blocks(numels: list[int], device: torch.device) -> tuple[Tensor, Tensor]:
     """The block table over tensors of these sizes: per block, its tensor and its first element."""
     counts = torch.tensor([-(-n // BLOCK) for n in numels], dtype=torch.int64)
@@ -147,9 +182,9 @@ class BucketKernels:
 
     def __init__(self, layers: list[tuple[Tensor | None, Tensor | None, tuple[int, ...]]], device: torch.device):
         cols: dict[str, list[int]] = {k: [] for k in ("base", "dst", "numel", "full", "dense", "cin", "k", "nq")}
-        cols |= {k: [] for k in ("ooff", "ioff", "opoff", "ipoff")}
-        oidx, iidx, opos, ipos = [], [], [], []
-        sizes = {"oidx": 0, "iidx": 0, "opos": 0, "ipos": 0}
+        cols |= {k: [] for k in ("opoff", "ipoff")}
+        opos, ipos = [], []
+        sizes = {"opos": 0, "ipos": 0}
         base = dst = 0
         for o, i, shape in layers:
             full = 1
@@ -170,10 +205,10 @@ class BucketKernels:
                 op[o] = torch.arange(o.numel())
                 ip = torch.full((cin,), -1, dtype=torch.int64)
                 ip[i] = torch.arange(nq)
-            for name, value in (("ooff", "oidx"), ("ioff", "iidx"), ("opoff", "opos"), ("ipoff", "ipos")):
+            for name, value in (("opoff", "opos"), ("ipoff", "ipos")):
                 cols[name].append(sizes[value])
             if not dense:
-                for lst, key, x in ((oidx, "oidx", o), (iidx, "iidx", i), (opos, "opos", op), (ipos, "ipos", ip)):
+                for lst, key, x in ((opos, "opos", op), (ipos, "ipos", ip)):
                     lst.append(x)
                     sizes[key] += x.numel()
             values = (base, dst, numel, full, int(dense), cin, k, nq)
@@ -182,6 +217,7 @@ class BucketKernels:
             base += full
             dst += numel
         self.stage_numel, self.numel = base, dst
+        self.rows = _pack_rows(layers, cols, device)
 
         def ints(values: list[int], dtype: torch.dtype = torch.int32) -> Tensor:
             return torch.tensor(values if values else [0], dtype=dtype).to(device)
@@ -190,34 +226,22 @@ class BucketKernels:
             return (torch.cat(parts) if parts else torch.zeros(1, dtype=torch.int64)).to(device, torch.int32)
 
         self.base, self.dst = ints(cols["base"], torch.int64), ints(cols["dst"], torch.int64)
-        self.numel_t, self.full_t = ints(cols["numel"], torch.int64), ints(cols["full"], torch.int64)
+        self.full_t = ints(cols["full"], torch.int64)
         self.dense, self.cin, self.k, self.nq = (ints(cols[c]) for c in ("dense", "cin", "k", "nq"))
-        self.ooff, self.ioff, self.opoff, self.ipoff = (ints(cols[c]) for c in ("ooff", "ioff", "opoff", "ipoff"))
-        self.oidx, self.iidx, self.opos, self.ipos = cat(oidx), cat(iidx), cat(opos), cat(ipos)
-        self.pack_tensor, self.pack_start = _blocks(cols["numel"], device)
+        self.opoff, self.ipoff = ints(cols["opoff"]), ints(cols["ipoff"])
+        self.opos, self.ipos = cat(opos), cat(ipos)
         self.unpack_tensor, self.unpack_start = _blocks(cols["full"], device)
-        self.pack_grid, self.unpack_grid = self.pack_tensor.numel(), self.unpack_tensor.numel()
+        self.unpack_grid = self.unpack_tensor.numel()
 
-    def pack(self, stage: Tensor, out: Tensor) -> Tensor:
-        """``out`` (the bucket's region, `numel`) = the kept elements of every tensor of the flat ``stage``."""
-        if self.pack_grid:
-            _pack_kernel[(self.pack_grid,)](
-                stage,
-                out,
-                self.pack_tensor,
-                self.pack_start,
-                self.base,
-                self.dst,
-                self.numel_t,
-                self.dense,
-                self.cin,
-                self.k,
-                self.nq,
-                self.ooff,
-                self.ioff,
-                self.oidx,
-                self.iidx,
-                BLOCK=BLOCK,
+    def pack(self, stage: Tensor, out: Tensor, plus: Tensor | None = None) -> Tensor:
+        """``out`` (the bucket's region, `numel`) = the kept elements of every tensor of the flat ``stage``
+        (plus those of ``plus``, laid out alike, when given): one launch per kernel size K among the
+        bucket's layers (its row table, `_pack_rows`)."""
+        add = plus is not None
+        for k, (src, dst, n, ioff, dense, iidx) in self.rows.items():
+            grid = (src.numel(),)
+            _pack_kernel[grid](
+                stage, plus if add else stage, out, src, dst, n, ioff, dense, iidx, K=k, ADD=add, BLOCK=PACK_BLOCK
             )
         return out
 

@@ -309,11 +309,14 @@ class BucketShrinkPlan:
         """Each tensor's full-size view into a flat stage of `stage_numel` elements."""
         return [stage.narrow(0, o, prod(s)).view(s) for o, s in zip(self.offsets, self.shapes, strict=True)]
 
-    def compress(self, stage: Tensor, out: Tensor) -> Tensor:
-        """The bucket's elements (``out``, 1-D, `numel`) gathered from the flat full-size stage."""
+    def compress(self, stage: Tensor, out: Tensor, plus: Tensor | None = None) -> Tensor:
+        """The bucket's elements (``out``, 1-D, `numel`) gathered from the flat full-size stage; with ``plus``
+        (a second stage laid out alike) the sum of both, added on the kept elements only: the same bits as
+        packing ``stage + plus`` (one float addition per element either way)."""
         if self.kernels is not None:
-            return self.kernels.pack(stage, out)
-        return torch.index_select(stage, 0, self.index, out=out)
+            return self.kernels.pack(stage, out, plus)
+        torch.index_select(stage, 0, self.index, out=out)
+        return out if plus is None else out.add_(torch.index_select(plus, 0, self.index))
 
     def decompress(self, bucket: Tensor, out: Tensor | None = None) -> Tensor:
         """The flat stage (``out`` when given, every element written) with the bucket's elements where kept
