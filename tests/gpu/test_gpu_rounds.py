@@ -176,6 +176,11 @@ def test_the_gpu_bucket_plan_is_bitwise_the_cpu_layer_plans(keep: float) -> None
     expected = torch.cat([(p.compress(t) if p else t).reshape(-1) for p, t in zip(plans, full, strict=True)])
     assert torch.equal(packed.cpu().view(torch.int32), expected.view(torch.int32))
     assert bucket.kernels is not None  # the Triton kernels (prunex.comm.bucket_kernels)
+    plus = torch.randn(bucket.stage_numel, generator=gen)  # c = z + v packed on the kept elements (line 19)
+    summed = bucket.compress(stage, torch.empty(bucket.numel, device="cuda"), plus=plus.cuda())
+    added = [t + view for t, view in zip(full, bucket.stage_views(plus), strict=True)]
+    expected = torch.cat([(p.compress(t) if p else t).reshape(-1) for p, t in zip(plans, added, strict=True)])
+    assert torch.equal(summed.cpu().view(torch.int32), expected.view(torch.int32))
     unpacked = bucket.stage_views(
         bucket.decompress(packed, out=torch.full((bucket.stage_numel,), float("nan"), device="cuda"))
     )
