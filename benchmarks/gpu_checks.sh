@@ -19,5 +19,5 @@ fi
 rc=0
 timeout 200 python3 -m pytest tests/gpu -q -rA -s -p no:cacheprovider 2>&1 | tee "$OUT/pytest_gpu.txt" || rc=1
 timeout 60 python3 -m prunex.bench.shrink --device cuda --keep 0.5 2>&1 | tee "$OUT/bench_shrink.txt" || rc=1
-timeout 150 python3 -m benchmarks.gpu_round --device cuda --out "$OUT/gpu_round.csv" 2>&1 | tee "$OUT/gpu_round.txt" || rc=1
+timeout 150 python3 -m benchmarks.gpu_round --device cuda --out "$OUT/gpu_round.csv" --profile 3 2>&1 | tee "$OUT/gpu_round.txt" || rc=1
 exit $rc

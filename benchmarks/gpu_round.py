@@ -17,9 +17,13 @@ Targets (issue 27, on a GPU, frozen iterations after the first): shrink_ms <= 1,
 inter_ms <= 2 x copy_ms. The medians over those iterations are printed with the verdicts, and every
 iteration is written to ``--out`` (CSV, device named in each row).
 
+``--profile N`` then also profiles N frozen rounds of the same engine built in this process (one-rank
+process group, synthetic batches) with `torch.profiler` and prints the ops with the most host time and the
+most device time, and each round's wall time: where a round's time goes.
+
 Run::
 
-    PYTHONPATH=. python -m benchmarks.gpu_round [--device cuda] [--out saved-logs/bench/gpu_round.csv]
+    PYTHONPATH=. python -m benchmarks.gpu_round [--device cuda] [--out saved-logs/bench/gpu_round.csv] [--profile 3]
 
 On a CPU (``--device cpu --model resnet20``) it checks the plumbing only; the targets are for a GPU.
 """
@@ -91,6 +95,61 @@ def iteration_table(run_dir: Path, device: torch.device, freeze: int) -> pd.Data
     return out.reset_index()
 
 
+def profile_rounds(device: torch.device, model: str, keep: float, rounds: int) -> None:
+    """Print where the time of ``rounds`` frozen H-SADMM rounds goes (module docstring, ``--profile``)."""
+    import time
+
+    import torch.distributed as dist
+    from torch.profiler import ProfilerActivity, profile
+    from torch.utils.data import TensorDataset
+
+    from prunex.comm import Comm
+    from prunex.methods import method_class
+    from prunex.methods.base import Context
+    from prunex.training.log import RunLog
+    from prunex.training.models import build_model
+    from prunex.training.topology import build_groups, discover
+
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.set_device(device)
+    topo = discover(1, 1, env={"RANK": "0", "WORLD_SIZE": "1"})
+    kwargs = {"device_id": device} if cuda else {}
+    dist.init_process_group("nccl" if cuda else "gloo", store=dist.HashStore(), rank=0, world_size=1, **kwargs)
+    try:
+        groups = build_groups(topo, 60)
+        data = TensorDataset(torch.randn(256, 3, 32, 32), torch.randint(0, 10, (256,)))
+        admm = ADMMConfig(
+            iterations=1, local_epochs=1, channel_keep=keep, freeze_iteration=1, retrain_epochs=rounds + 2
+        )
+        cfg = RunConfig(method="hsadmm", model=model, batch_size=128, bn_batches=2, admm=admm)
+        torch.manual_seed(0)
+        net = build_model(model).to(device)
+        ctx = Context(cfg, topo, groups, Comm(topo, groups, device), device, net, data, RunLog(tempfile.mkdtemp(), 0))
+        method = method_class("hsadmm")(ctx)
+        method.train_iteration(0)  # dynamic; the mask freezes
+        method.engine.consensus(1, force_frozen=True)  # the frozen plans are made
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        walls = []
+        with profile(activities=activities) as prof:
+            for k in range(2, 2 + rounds):
+                if cuda:
+                    torch.cuda.synchronize(device)
+                t0 = time.perf_counter()
+                method.engine.consensus(k, force_frozen=True)
+                if cuda:
+                    torch.cuda.synchronize(device)
+                walls.append((time.perf_counter() - t0) * 1e3)
+                ctx.comm.drain()
+        print(f"# profiled frozen rounds, wall ms each (profiler on): {[round(w, 1) for w in walls]}")
+        averages = prof.key_averages()
+        print(averages.table(sort_by="self_cpu_time_total", row_limit=15))
+        if cuda:
+            print(averages.table(sort_by="self_device_time_total", row_limit=12))
+    finally:
+        dist.destroy_process_group()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda")
@@ -100,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--freeze", type=int, default=2, help="T_freeze")
     parser.add_argument("--results", default="", help="results directory (default: a temporary one)")
     parser.add_argument("--out", default="", help="CSV of every iteration")
+    parser.add_argument("--profile", type=int, default=0, help="also profile this many frozen rounds")
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     results = Path(args.results or tempfile.mkdtemp(prefix="gpu_round-"))
@@ -148,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# medians over frozen iterations {sorted(measured['iteration'])}:")
     for text, ok in checks:
         print(f"{'met   ' if ok else 'MISSED'} {text}")
+    if args.profile:
+        profile_rounds(device, args.model, args.keep, args.profile)
     return 0 if all(ok for _, ok in checks) or device.type != "cuda" else 1
 
 

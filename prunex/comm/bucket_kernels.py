@@ -35,7 +35,7 @@ except ImportError:  # pragma: no cover - CPU-only installs without triton: the 
     triton = None
 
 BLOCK = 1024  # unpack: elements per program
-PACK_BLOCK = 512  # pack: elements per step along a packed row
+PACK_BLOCK = 256  # pack: elements per step along a packed row (2 warps: rows of 1x1 layers are short)
 
 
 def available() -> bool:
@@ -241,7 +241,19 @@ class BucketKernels:
         for k, (src, dst, n, ioff, dense, iidx) in self.rows.items():
             grid = (src.numel(),)
             _pack_kernel[grid](
-                stage, plus if add else stage, out, src, dst, n, ioff, dense, iidx, K=k, ADD=add, BLOCK=PACK_BLOCK
+                stage,
+                plus if add else stage,
+                out,
+                src,
+                dst,
+                n,
+                ioff,
+                dense,
+                iidx,
+                K=k,
+                ADD=add,
+                BLOCK=PACK_BLOCK,
+                num_warps=2,
             )
         return out
 
