@@ -112,6 +112,7 @@ def profile_rounds(device: torch.device, model: str, keep: float, rounds: int) -
 
     cuda = device.type == "cuda"
     if cuda:
+        device = torch.device("cuda", torch.cuda.current_device() if device.index is None else device.index)
         torch.cuda.set_device(device)
     topo = discover(1, 1, env={"RANK": "0", "WORLD_SIZE": "1"})
     kwargs = {"device_id": device} if cuda else {}
