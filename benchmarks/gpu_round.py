@@ -34,14 +34,24 @@ import argparse
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pandas as pd
 import torch
+import torch.distributed as dist
+from torch.profiler import ProfilerActivity, profile
+from torch.utils.data import TensorDataset
 
 from prunex.cluster.launch import launch
+from prunex.comm import Comm
+from prunex.methods import method_class
+from prunex.methods.base import Context
 from prunex.training.config import ADMMConfig, RunConfig
 from prunex.training.data import make_digits
+from prunex.training.log import RunLog
+from prunex.training.models import build_model
+from prunex.training.topology import build_groups, discover
 
 TARGET_SHRINK_MS = 1.0
 TARGET_OTHER_MS = 30.0
@@ -62,8 +72,6 @@ def copy_ms(nbytes: int, device: torch.device, repeats: int = 20) -> float:
             end.synchronize()
             times.append(begin.elapsed_time(end))
         else:
-            import time
-
             t0 = time.perf_counter()
             dst.copy_(src)
             times.append((time.perf_counter() - t0) * 1e3)
@@ -97,19 +105,6 @@ def iteration_table(run_dir: Path, device: torch.device, freeze: int) -> pd.Data
 
 def profile_rounds(device: torch.device, model: str, keep: float, rounds: int) -> None:
     """Print where the time of ``rounds`` frozen H-SADMM rounds goes (module docstring, ``--profile``)."""
-    import time
-
-    import torch.distributed as dist
-    from torch.profiler import ProfilerActivity, profile
-    from torch.utils.data import TensorDataset
-
-    from prunex.comm import Comm
-    from prunex.methods import method_class
-    from prunex.methods.base import Context
-    from prunex.training.log import RunLog
-    from prunex.training.models import build_model
-    from prunex.training.topology import build_groups, discover
-
     cuda = device.type == "cuda"
     if cuda:
         device = torch.device("cuda", torch.cuda.current_device() if device.index is None else device.index)

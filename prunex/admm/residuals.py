@@ -21,11 +21,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, fields
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from prunex.training.config import ADMMConfig
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,8 @@ def rebalance(
             factors.append(old / new)  # y <- y rho_old / rho_new keeps rho * y unchanged
             rho[n] = new
     if duals:
+        import torch  # here only: the residual table and its columns import without torch (prunex.methods.registry)
+
         torch._foreach_mul_(duals, factors)
 
 
