@@ -78,15 +78,19 @@ def z_node_step(
     ``members = N``, ``lam_share = lambda`` and no outer term.
 
     The operations and their order are those of one expression per layer (``rho1 * summed / denom``), so
-    the values are the same bits.
+    the values are the same bits. ``summed`` (bucket views that nothing reads afterwards) is overwritten
+    with the result and returned as a list: in place, the multi-tensor ops allocate no output per layer.
     """
-    scaled = torch._foreach_mul(summed, rho1)
+    torch._foreach_mul_(summed, rho1)
     if outer is None:
-        return list(torch._foreach_div(scaled, [lam_share + members * r for r in rho1]))
+        torch._foreach_div_(summed, [lam_share + members * r for r in rho1])
+        return list(summed)
     rho2, z, v = outer
-    pulled = torch._foreach_mul(torch._foreach_sub(z, v), rho2)
-    denominators = [lam_share + members * r1 + r2 for r1, r2 in zip(rho1, rho2, strict=True)]
-    return list(torch._foreach_div(torch._foreach_add(scaled, pulled), denominators))
+    pulled = torch._foreach_sub(z, v)
+    torch._foreach_mul_(pulled, rho2)
+    torch._foreach_add_(summed, pulled)
+    torch._foreach_div_(summed, [lam_share + members * r1 + r2 for r1, r2 in zip(rho1, rho2, strict=True)])
+    return list(summed)
 
 
 def project_or_freeze(z: Tensor, sparsity: LayerSparsity, frozen: GroupMask | None) -> tuple[Tensor, GroupMask | None]:
@@ -146,9 +150,10 @@ def inter_node_average(
     the same data, so the same bits (`tests/test_pipeline.py`); with one bucket nothing changes.
 
     ``one_gather`` (default: on a GPU) packs and unpacks each bucket's parameters with one
-    `BucketShrinkPlan` (line 19 as two multi-tensor ops into a flat stage, line 20 as one gather, line 22
-    as one scatter) instead of a few kernels per layer: a GPU is launch-bound on the per-layer path
-    (issue 27). The same values bit for bit (`tests/test_bucket_shrink.py`); the CPU keeps the per-layer
+    `BucketShrinkPlan` instead of a few kernels per layer, a GPU being launch-bound on the per-layer path
+    (issue 27): lines 19-20 as one pack of z_i + v_i on the kept elements, straight from H-SADMM's flat
+    state (`flat_state`; other layouts are first copied and added into a flat stage), line 22 as one
+    unpack. The same values bit for bit (`tests/test_bucket_shrink.py`); the CPU keeps the per-layer
     plans, whose native compress kernel measured faster there. Every parameter's z is then a view of the
     bucket's unpacked stage (dense ones too), valid until the next exchange.
     """
@@ -174,7 +179,7 @@ def inter_node_average(
             g = gathers[b]
             if g.params:
                 zs, vs = [z_node[names[i]] for i in g.params], [v[names[i]] for i in g.params]
-                z_flat, v_flat = _back_to_back(zs, g.plan), _back_to_back(vs, g.plan)
+                z_flat, v_flat = g.flat_views(zs, vs)
                 if z_flat is not None and v_flat is not None:  # the engine's flat state: no copy (`flat_state`)
                     g.plan.compress(z_flat, g.dest, plus=v_flat)  # lines 19-20 on the kept elements
                 else:
@@ -254,9 +259,20 @@ class _BucketGather:
     params: list[int]  # the bucket's parameters (indices into the names), back to back from its start
     dest: Tensor  # the bucket region they fill
     unpacked: list[Tensor]  # views of the stage the plan unpacks into (the new z, line 22)
-    out: Tensor
+    out: Tensor  # that stage
     stage: Tensor | None = None  # where line 19 writes c_i = z_i + v_i when they are not flat (made on use)
     fill: list[Tensor] | None = None  # its views
+    _flat: tuple[list[Tensor], Tensor | None, Tensor | None] | None = None  # `flat_views`' last answer
+
+    def flat_views(self, zs: list[Tensor], vs: list[Tensor]) -> tuple[Tensor | None, Tensor | None]:
+        """z_i's and v_i's flat stages (`_back_to_back`), found once for the same tensor objects (held here,
+        compared by identity): checking every tensor's place every round would spend host time in the compress span."""
+        tensors = zs + vs
+        cached = self._flat
+        same = cached is not None and len(cached[0]) == len(tensors)
+        if not same or any(a is not b for a, b in zip(cached[0], tensors, strict=True)):
+            self._flat = cached = (tensors, _back_to_back(zs, self.plan), _back_to_back(vs, self.plan))
+        return cached[1], cached[2]
 
 
 def _bucket_gather(
@@ -313,8 +329,8 @@ def _back_to_back(tensors: list[Tensor], plan: BucketShrinkPlan) -> Tensor | Non
 def flat_state(like: Mapping[str, Tensor], *, copy: bool) -> dict[str, Tensor]:
     """Per-parameter state (a copy of ``like``, or zeros) as views of one flat buffer, back to back in
     ``like``'s order: the inter-node exchange on a GPU then packs c_i = z_i + v_i straight from it
-    (`BucketShrinkPlan.compress` with ``plus``) instead of copying both into a stage. Tensors of more than
-    one dtype or device get one buffer each."""
+    (`BucketShrinkPlan.compress` with ``plus``) instead of copying both into a stage. Where the tensors
+    differ in dtype or device, each gets a buffer of its own (and the exchange copies into a stage)."""
     tensors = list(like.values())
     if not tensors or len({(t.dtype, t.device) for t in tensors}) != 1:
         return {n: t.detach().clone() if copy else torch.zeros_like(t) for n, t in like.items()}

@@ -21,6 +21,13 @@ from the layers' kept index lists, a few KB that stay in cache:
 Positions within a tensor are int32; only the stage and bucket offsets are int64 (64-bit division is
 emulated on GPUs: the first version, which divided by runtime sizes in int64 per element, packed at
 0.24 of a contiguous copy on an H100, 2026-11-27).
+
+What they gave on one H100 (`python -m prunex.bench.shrink --device cuda`, ResNet-152 shapes, keep 0.5,
+58 MB packed; `saved-logs/gpu/h100-2026-11-27`): unpack 0.24 ms, against 0.26 ms for zero fill +
+`index_copy_` (0.76 of one contiguous copy of the full-size bytes); pack 0.24 ms, against 0.16 ms for
+`index_select` (0.26 and 0.375 of one contiguous copy of the packed bytes; the target is 0.5). The pack is
+kept because it also adds v_i to z_i on the kept elements (`pack`'s ``plus``), where the torch path needs
+a second gather and an add; a pack with several short rows per program is the open lever.
 """
 
 from __future__ import annotations
