@@ -4,7 +4,7 @@
 #   device.txt        the GPU, driver and torch
 #   pytest_gpu.txt    pytest tests/gpu (-rA -s: the tests' printed measurements too)
 #   bench_shrink.txt  python -m prunex.bench.shrink --device cuda --keep 0.5
-#   gpu_round.txt/csv python -m benchmarks.gpu_round --device cuda (1 x 1 ResNet-152 H-SADMM, keep 0.5)
+#   gpu_round.txt/csv python -m benchmarks.gpu_round --device cuda --profile 3 (1 x 1 ResNet-152 H-SADMM, keep 0.5)
 # Usage: OUT=/some/dir bash benchmarks/gpu_checks.sh
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu-checks}
