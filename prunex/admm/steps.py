@@ -175,6 +175,9 @@ def inter_node_average(
 
     def fill(b: int) -> None:  # lines 19-20 for the tensors of bucket b
         span = comm.timer.start()
+        for i in by_bucket[b]:  # the node-averaged buffers, as they are
+            if i >= len(names):
+                buckets.view(i).copy_(buffers[bnames[i - len(names)]].reshape(-1))
         if one_gather:
             g = gathers[b]
             if g.params:
@@ -189,21 +192,16 @@ def inter_node_average(
                     torch._foreach_copy_(g.fill, zs)
                     torch._foreach_add_(g.fill, vs)  # line 19: c = z_i + v_i
                     g.plan.compress(g.stage, g.dest)  # line 20, eq. (15), for the whole bucket
+        else:
             for i in by_bucket[b]:
                 if i >= len(names):
-                    buckets.view(i).copy_(buffers[bnames[i - len(names)]].reshape(-1))
-            spans.setdefault("compress", []).append(span.stop())
-            return
-        for i in by_bucket[b]:
-            if i >= len(names):
-                buckets.view(i).copy_(buffers[bnames[i - len(names)]].reshape(-1))
-                continue
-            n = names[i]
-            c = z_node[n] + v[n]
-            if n in masks:  # indices computed once per mask (`shrink_plan`), written into the bucket
-                shrink_plan(masks[n], c.device).compress(c, out=buckets.view(i, shapes[i]))
-            else:
-                buckets.view(i).copy_(c.reshape(-1))
+                    continue
+                n = names[i]
+                c = z_node[n] + v[n]
+                if n in masks:  # indices computed once per mask (`shrink_plan`), written into the bucket
+                    shrink_plan(masks[n], c.device).compress(c, out=buckets.view(i, shapes[i]))
+                else:
+                    buckets.view(i).copy_(c.reshape(-1))
         spans.setdefault("compress", []).append(span.stop())
 
     def finish(b: int) -> None:  # line 25, then line 22 for the tensors of bucket b

@@ -54,3 +54,8 @@ def keep_freed_memory() -> str | None:
     if all(mallopt(param, value) == 1 for param, value in SETTINGS):
         _applied = DESCRIPTION
     return _applied
+
+
+def applied() -> str | None:
+    """What `keep_freed_memory` applied to this process (its description), or None: without applying it."""
+    return _applied

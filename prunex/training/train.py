@@ -59,7 +59,7 @@ from prunex.methods import method_class
 from prunex.methods.base import Context, Method
 from prunex.minicluster.wire import LINK_MODEL, observed_link_mbit, observed_link_model, read_counters
 from prunex.pruning.export import export_run, summary, write_checksum
-from prunex.training import checkpoint
+from prunex.training import allocator, checkpoint
 from prunex.training.allocator import keep_freed_memory
 from prunex.training.config import RunConfig
 from prunex.training.data import load_dataset
@@ -211,7 +211,7 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device, faults:
         meta["cpu_binding"] = (
             "one core per process (prunex.cluster.regime.bind_to_core)" if config.bind_cores else "none"
         )
-        meta["malloc"] = keep_freed_memory()  # applied by `train` at start; None: glibc's defaults
+        meta["malloc"] = allocator.applied()  # applied by `train` at start; None: glibc's defaults
         regime = read_regime()  # the regime-matched profile's link rate and why (prunex.cluster.regime)
         if regime is not None:
             meta["regime"] = regime
