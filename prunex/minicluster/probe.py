@@ -52,12 +52,16 @@ def allreduce_probe(nbytes: int = 50_000_000, repeats: int = 2, timeout_s: float
         dist.all_reduce(small, group=leader_group)
     dist.barrier()
 
-    intra, inter, tx, rx = [], [], [], []
+    intra, inter, tx, rx, intra_wire = [], [], [], [], []
     for _ in range(repeats):
         dist.barrier()
+        c0 = read_counters()
         t = time.perf_counter()
         dist.all_reduce(x, group=node_groups[my_node])
         intra.append(time.perf_counter() - t)
+        c1 = read_counters()
+        if c0 is not None and c1 is not None:  # bytes the node's shaped link carried meanwhile (tx + rx)
+            intra_wire.append(c1[0] - c0[0] + c1[1] - c0[1])
         dist.barrier()
         if is_leader:
             c0 = read_counters()
@@ -80,6 +84,7 @@ def allreduce_probe(nbytes: int = 50_000_000, repeats: int = 2, timeout_s: float
         "link_model_active": link_model_active(),
         "nbytes": numel * 4,
         "intra_s": intra,
+        "intra_wire_bytes": intra_wire,
         "inter_s": inter,
         "tx_bytes": tx,
         "rx_bytes": rx,

@@ -151,6 +151,7 @@ def test_submitit_allreduce_intra_vs_inter(minicluster, tmp_path, record_propert
     inter = min(min(r["inter_s"]) for r in leaders)  # best inter-node time
     tx = [t for r in leaders for t in r["tx_bytes"]]
     rx = [t for r in leaders for t in r["rx_bytes"]]
+    intra_wire = [b for r in results for b in r["intra_wire_bytes"]]  # the link's bytes during the intra phase
     # ring AllReduce of n bytes over 2 ranks sends n bytes each way: n*8/1e9 s at 1 Gbit/s
     floor_s = NBYTES * 8 / 1e9 * (2 * (2 - 1) / 2)
     report = {
@@ -159,15 +160,19 @@ def test_submitit_allreduce_intra_vs_inter(minicluster, tmp_path, record_propert
         "floor_s": floor_s,
         "tx_bytes": tx,
         "rx_bytes": rx,
+        "intra_wire_bytes": intra_wire,
         "nbytes": NBYTES,
         "wait_s": round(waited, 1),
     }
     print(f"\nminicluster 50MB allreduce: {json.dumps(report)}")
     record_property("allreduce", json.dumps(report))
     assert inter >= floor_s * 0.95, report
-    # the intra-node path is not shaped: well under the shaped link's floor. (A fixed ratio to the inter time
-    # failed under CI's second pytest worker: a 50 MB in-memory AllReduce took 0.145 s instead of ~0.07 s.)
-    assert intra <= floor_s / 2, report
+    # The intra-node path is not shaped: its bytes do not cross the node's link (counted by the kernel, whatever
+    # the load), and it takes less than the shaped link's floor. (Timing bounds tighter than that floor failed on
+    # a loaded 2-core CI machine: a 50 MB in-memory AllReduce took 0.145 s instead of ~0.07 s under a second
+    # pytest worker, and 0.23 s on a slower VM with three.)
+    assert len(intra_wire) == 4 * 2 and max(intra_wire) <= 0.01 * NBYTES, report
+    assert intra < floor_s, report
     assert tx and all(abs(t - NBYTES) <= 0.05 * NBYTES for t in tx), report
     assert all(abs(r - NBYTES) <= 0.05 * NBYTES for r in rx), report
 
