@@ -38,12 +38,11 @@ import dataclasses
 from dataclasses import dataclass
 
 from experiments import cli
-from experiments.common import Profile, link_free, run
+from experiments.common import FINAL_ONLY, Profile, link_free, run
 from experiments.volume import models
 from prunex.training.config import ADMMConfig, PruneFinetuneConfig, RunConfig
 
 NAME = "pareto"
-FINAL_ONLY = 1000  # eval_every beyond every run's length: the final model is evaluated, nothing before it
 
 
 @dataclass(frozen=True)

@@ -128,6 +128,29 @@ def test_wire_dtype_pairs_bf16_with_fp32_per_seed_outside_the_paper_profile(caps
     assert len(err) == 1 and "not a result of the paper" in err[0]
 
 
+def test_only_the_curve_experiments_evaluate_before_the_end_where_accuracy_has_its_own_data() -> None:
+    from experiments.common import CURVE_EXPERIMENTS, FINAL_ONLY
+
+    for name in PROFILE_NAMES:
+        p = profile(name)
+        configs = []
+        for exp in MODULES + ("wire_dtype",):
+            module = importlib.import_module(f"experiments.{exp}")
+            if exp == "wire_dtype" and name == "paper":
+                continue  # not a result of the paper
+            for c in cli.resolve(exp, module.runs, name, None, "results"):
+                configs.append(c)
+                if exp == "pareto":  # its points are final models in the one-machine profiles (its own Budget)
+                    continue
+                final_only = p.accuracy_dataset is not None and exp not in CURVE_EXPERIMENTS
+                assert c.eval_every == (FINAL_ONLY if final_only else 1), (name, exp, c.name)
+                if final_only:  # nothing reads its accuracy before the end: no run is shared with a curve's
+                    assert c.dataset != p.accuracy_dataset, (name, exp, c.name)
+        # the cadence never splits a training that several experiments ask for into two
+        same_cadence = {dataclasses.replace(c, eval_every=1).shared_id for c in configs}
+        assert len({c.shared_id for c in configs}) == len(same_cadence), name
+
+
 def test_prune_finetune_runs_wait_for_the_runs_they_need() -> None:
     from experiments import pareto
 
