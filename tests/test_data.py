@@ -1,7 +1,9 @@
+import math
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from torchvision.datasets import CIFAR10
 
 from prunex.training.data import DIGITS_DIR, DatasetMissing, DigitsCIFAR, load_dataset, shard_loader
@@ -99,6 +101,15 @@ def test_the_real_fashion_mnist_from_debian(tmp_path: Path) -> None:
     assert (len(train), len(test)) == (60_000, 10_000)
     labels = np.asarray(test.targets)
     assert sorted(np.bincount(labels)) == [1000] * 10  # 1,000 test images per class
+    # the normalisation is the padded training images' mean and std, bitwise what a new float64 tensor per
+    # step gives (prunex.training.data._stats works in place in one buffer)
+    from prunex.training.data import _stats
+
+    x = train.data.to(torch.float64) / 255.0
+    n = x.shape[0] * 32 * 32
+    mean = float(x.sum()) / n
+    std = math.sqrt(float(x.square().sum()) / n - mean**2)
+    assert _stats("fashion-mnist", tmp_path) == ((mean,) * 3, (std,) * 3)
 
 
 def test_a_shared_data_root_is_readable_by_others_and_a_file_is_no_data_root(

