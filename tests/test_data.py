@@ -81,6 +81,17 @@ def test_fashion_mnist_is_unpacked_padded_and_three_channel(tmp_path: Path) -> N
     border = x[0].numpy().copy()
     border[2:30, 2:30] = np.nan
     assert np.nanmax(border) == np.nanmin(border)  # the 2-pixel zero padding, one normalised value
+    # A batch (what a DataLoader asks for) is the images one by one, bitwise: made with tensor ops for the
+    # fixed transforms of the test split, image by image through PIL where augmentation draws random numbers.
+    from prunex.training.evaluation import in_memory
+
+    one_by_one = torch.stack([test[i][0] for i in range(len(test))])
+    assert torch.equal(in_memory(test).tensors[0], one_by_one)
+    augmented = load_dataset("fashion-mnist", root, train=True)
+    torch.manual_seed(0)
+    batch = augmented.__getitems__([5, 0, 7])
+    torch.manual_seed(0)
+    assert all(torch.equal(a[0], augmented[i][0]) for a, i in zip(batch, [5, 0, 7], strict=True))
 
 
 def test_missing_fashion_mnist_names_the_package(tmp_path: Path) -> None:

@@ -206,6 +206,34 @@ class FashionMNIST32(FashionMNIST):
             img = self.transform(img)
         return img, target
 
+    def __getitems__(self, indices: list[int]) -> list[tuple[object, int]]:
+        """A batch (what a DataLoader asks for). With the held-out split's fixed transforms (`ToTensor`, then
+        `Normalize`: no random numbers) the whole batch is made with one tensor op per step, the same
+        elementwise float steps as `__getitem__` image by image (/ 255, - mean, / std), so bitwise the same
+        images, without a PIL image per item: a rank's 2,500 test images took ~1.4-2.7 s image by image on a
+        2-core VM's core. Any other transform (the training split's augmentation draws random numbers per
+        image): image by image."""
+        stats = _fixed_normalisation(self.transform)
+        if stats is None:
+            return [self[i] for i in indices]
+        index = torch.as_tensor(indices, dtype=torch.long)
+        img = torch.nn.functional.pad(self.data[index], (2, 2, 2, 2))  # B x 32 x 32, zeros around
+        x = img.unsqueeze(1).expand(-1, 3, -1, -1).to(torch.get_default_dtype()).div(255)  # ToTensor
+        mean, std = (torch.as_tensor(v, dtype=x.dtype).view(-1, 1, 1) for v in stats)
+        x = x.sub_(mean).div_(std)  # Normalize
+        return [(x[k], int(self.targets[i])) for k, i in enumerate(indices)]
+
+
+def _fixed_normalisation(transform: object) -> tuple[list[float], list[float]] | None:
+    """(mean, std) when `transform` is exactly `Compose([ToTensor(), Normalize(mean, std)])`, else None."""
+    steps = getattr(transform, "transforms", None)
+    if type(transform) is not transforms.Compose or steps is None or len(steps) != 2:
+        return None
+    to_tensor, normalize = steps
+    if type(to_tensor) is not transforms.ToTensor or type(normalize) is not transforms.Normalize or normalize.inplace:
+        return None
+    return list(normalize.mean), list(normalize.std)
+
 
 def open_fashion_mnist(root: Path, train: bool, transform: object = None) -> FashionMNIST32:
     """The Fashion-MNIST split, unpacked from Debian's package on first use (`install_fashion_mnist`)."""
