@@ -20,7 +20,9 @@
 
 Augmentation: random crop 32 with padding 4, horizontal flip (CIFAR-10 and Fashion-MNIST; a mirrored
 digit is a different glyph), per-channel normalisation with the training split's statistics. Shards:
-`DistributedSampler` with drop_last, i.e. disjoint, equally sized, seeded shards per rank.
+`DistributedSampler` with drop_last, i.e. disjoint, equally sized, seeded shards per rank. digits and
+Fashion-MNIST make a DataLoader's batch with tensor ops where the transforms are these, bitwise the images one
+by one with the same random numbers (`prunex.training.batch_transforms`); CIFAR-10 goes image by image.
 
     python -m prunex.training.data make-digits --root data
     python -m prunex.training.data fashion-mnist --root data
@@ -44,6 +46,7 @@ from torchvision import transforms
 from torchvision.datasets import CIFAR10, FashionMNIST
 
 from prunex.cluster.exits import one_line
+from prunex.training.batch_transforms import BatchedImages
 
 CIFAR_MEAN, CIFAR_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
 DIGITS_DIR = "digits-cifar-batches-py"
@@ -61,11 +64,16 @@ class DatasetMissing(FileNotFoundError):
     to get it."""
 
 
-class DigitsCIFAR(CIFAR10):
+class DigitsCIFAR(BatchedImages, CIFAR10):
     """The digits dataset in CIFAR-10's on-disk format, read by torchvision's CIFAR10 code.
 
-    Only the folder and the (absent) checksums differ from CIFAR10: the files are made here.
+    Only the folder and the (absent) checksums differ from CIFAR10: the files are made here. Batches are
+    made with tensor ops where the transforms allow (`prunex.training.batch_transforms`).
     """
+
+    def uint8_images(self, indices: list[int]) -> torch.Tensor:
+        """(B, 3, 32, 32) uint8 from CIFAR's (N, 32, 32, 3) array."""
+        return torch.from_numpy(self.data[indices]).permute(0, 3, 1, 2)
 
     base_folder = DIGITS_DIR
     url = ""
@@ -189,8 +197,9 @@ def install_fashion_mnist(root: str | Path, source: str | Path = FASHION_SOURCE)
     return raw
 
 
-class FashionMNIST32(FashionMNIST):
-    """Fashion-MNIST as 32x32 RGB PIL images (zero-padded by 2, gray repeated over 3 channels)."""
+class FashionMNIST32(BatchedImages, FashionMNIST):
+    """Fashion-MNIST as 32x32 RGB PIL images (zero-padded by 2, gray repeated over 3 channels); batches with
+    tensor ops where the transforms allow (`prunex.training.batch_transforms`)."""
 
     @property
     def raw_folder(self) -> str:  # torchvision names the folder after the class: keep FashionMNIST's
@@ -206,33 +215,10 @@ class FashionMNIST32(FashionMNIST):
             img = self.transform(img)
         return img, target
 
-    def __getitems__(self, indices: list[int]) -> list[tuple[object, int]]:
-        """A batch (what a DataLoader asks for). With the held-out split's fixed transforms (`ToTensor`, then
-        `Normalize`: no random numbers) the whole batch is made with one tensor op per step, the same
-        elementwise float steps as `__getitem__` image by image (/ 255, - mean, / std), so bitwise the same
-        images, without a PIL image per item: a rank's 2,500 test images took ~1.4-2.7 s image by image on a
-        2-core VM's core. Any other transform (the training split's augmentation draws random numbers per
-        image): image by image."""
-        stats = _fixed_normalisation(self.transform)
-        if stats is None:
-            return [self[i] for i in indices]
-        index = torch.as_tensor(indices, dtype=torch.long)
-        img = torch.nn.functional.pad(self.data[index], (2, 2, 2, 2))  # B x 32 x 32, zeros around
-        x = img.unsqueeze(1).expand(-1, 3, -1, -1).to(torch.get_default_dtype()).div(255)  # ToTensor
-        mean, std = (torch.as_tensor(v, dtype=x.dtype).view(-1, 1, 1) for v in stats)
-        x = x.sub_(mean).div_(std)  # Normalize
-        return [(x[k], int(self.targets[i])) for k, i in enumerate(indices)]
-
-
-def _fixed_normalisation(transform: object) -> tuple[list[float], list[float]] | None:
-    """(mean, std) when `transform` is exactly `Compose([ToTensor(), Normalize(mean, std)])`, else None."""
-    steps = getattr(transform, "transforms", None)
-    if type(transform) is not transforms.Compose or steps is None or len(steps) != 2:
-        return None
-    to_tensor, normalize = steps
-    if type(to_tensor) is not transforms.ToTensor or type(normalize) is not transforms.Normalize or normalize.inplace:
-        return None
-    return list(normalize.mean), list(normalize.std)
+    def uint8_images(self, indices: list[int]) -> torch.Tensor:
+        """(B, 3, 32, 32) uint8: padded by 2 with zeros, gray on every channel (what `__getitem__` makes)."""
+        padded = torch.nn.functional.pad(self.data[torch.as_tensor(indices, dtype=torch.long)], (2, 2, 2, 2))
+        return padded.unsqueeze(1).expand(-1, 3, -1, -1)
 
 
 def open_fashion_mnist(root: Path, train: bool, transform: object = None) -> FashionMNIST32:

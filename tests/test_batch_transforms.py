@@ -1,0 +1,69 @@
+"""Batches made with tensor ops (`prunex.training.batch_transforms`) are the images one by one, bitwise, with the
+same random numbers drawn; transforms it does not know go image by image."""
+
+from pathlib import Path
+
+import pytest
+import torch
+from torchvision import transforms as T
+
+from prunex.training.batch_transforms import BatchPipeline, batch_pipeline
+from prunex.training.data import load_dataset
+from prunex.training.evaluation import in_memory
+
+
+def _both_ways(dataset, indices: list[int]) -> tuple[list, list, bool]:
+    torch.manual_seed(7)
+    batch = dataset.__getitems__(indices)
+    after_batch = torch.get_rng_state()
+    torch.manual_seed(7)
+    one_by_one = [dataset[i] for i in indices]
+    return batch, one_by_one, torch.equal(after_batch, torch.get_rng_state())
+
+
+@pytest.mark.parametrize("train", [True, False])
+def test_digits_batches_are_the_images_one_by_one(data_root: Path, train: bool) -> None:
+    dataset = load_dataset("digits", data_root, train=train)
+    assert batch_pipeline(dataset.transform) is not None  # the fast path is the one taken
+    indices = [9, 0, 4, 4, 31, 2]
+    batch, one_by_one, same_state = _both_ways(dataset, indices)
+    assert same_state
+    assert all(torch.equal(a[0], b[0]) and a[1] == b[1] for a, b in zip(batch, one_by_one, strict=True))
+    if train:  # the crops moved the images: a pipeline that ignored the random numbers would not pass
+        torch.manual_seed(7)
+        other = dataset.__getitems__(indices)
+        torch.manual_seed(8)
+        assert not all(torch.equal(a[0], b[0]) for a, b in zip(other, dataset.__getitems__(indices), strict=True))
+
+
+def test_the_held_out_split_in_memory_is_the_images_one_by_one(data_root: Path) -> None:
+    test = load_dataset("digits", data_root, train=False)
+    assert torch.equal(in_memory(test).tensors[0], torch.stack([test[i][0] for i in range(len(test))]))
+
+
+def test_the_pipelines_it_knows_and_those_it_leaves_alone() -> None:
+    norm = T.Normalize((0.5, 0.4, 0.3), (0.2, 0.2, 0.2))
+    crop = T.RandomCrop(32, padding=4)
+    assert batch_pipeline(T.Compose([crop, T.RandomHorizontalFlip(), T.ToTensor(), norm])) == BatchPipeline(
+        32, 4, 0.5, (0.5, 0.4, 0.3), (0.2, 0.2, 0.2)
+    )
+    assert batch_pipeline(T.Compose([T.ToTensor(), norm])) == BatchPipeline(None, 0, None, norm.mean, norm.std)
+    for other in (
+        None,
+        T.Compose([T.ToTensor()]),
+        T.Compose([T.RandomHorizontalFlip(), crop, T.ToTensor(), norm]),  # another order of draws
+        T.Compose([T.RandomCrop(32, padding=4, padding_mode="reflect"), T.ToTensor(), norm]),
+        T.Compose([T.RandomCrop(32, padding=4, fill=1), T.ToTensor(), norm]),
+        T.Compose([T.RandomCrop(32, padding=(4, 2)), T.ToTensor(), norm]),
+        T.Compose([T.RandomCrop((32, 30), padding=4), T.ToTensor(), norm]),
+        T.Compose([crop, T.ColorJitter(0.1), T.ToTensor(), norm]),
+        T.Compose([T.ToTensor(), norm, T.Lambda(lambda x: x)]),
+    ):
+        assert batch_pipeline(other) is None, other
+
+
+def test_an_unknown_transform_goes_image_by_image(data_root: Path) -> None:
+    dataset = load_dataset("digits", data_root, train=True)
+    dataset.transform = T.Compose([T.RandomCrop(32, padding=4), T.ColorJitter(0.5), T.ToTensor()])
+    batch, one_by_one, same_state = _both_ways(dataset, [3, 1])
+    assert same_state and all(torch.equal(a[0], b[0]) for a, b in zip(batch, one_by_one, strict=True))
