@@ -157,8 +157,9 @@ def test_a_rank_stuck_before_the_rendezvous_says_where_in_its_log(
     shows where it is; the launcher ends it after the grace."""
     from prunex.cluster import launch
 
+    stall_s = 600
     monkeypatch.setenv("PRUNEX_FAULT_STALL_START_RANK", "1")
-    monkeypatch.setenv("PRUNEX_FAULT_STALL_START_S", "600")
+    monkeypatch.setenv("PRUNEX_FAULT_STALL_START_S", str(stall_s))
     monkeypatch.setattr(launch, "FAILED_RANK_GRACE_S", 3.0)  # the rule, not its 15 s, is what is tested
     # the report comes at 30 s, after the rank's imports (~5 s of CPU): with a 30 s timeout it came at 15 s, and
     # in a suite on three workers (2026-11-27) rank 1 was still importing torch._dynamo then
@@ -166,7 +167,10 @@ def test_a_rank_stuck_before_the_rendezvous_says_where_in_its_log(
     message, elapsed = _launch_fails(_ddp_1x2(data_root, tmp_path, "stuck", collective_timeout_s=timeout_s))
     assert f"did not all join the rendezvous within {timeout_s} s" in message, message
     assert "1/2 clients joined" in message, message
-    assert elapsed < timeout_s + 60, elapsed  # the stuck rank was ended, not waited for (it sleeps 600 s)
+    # The stuck rank was ended, not waited for: it sleeps 600 s. From the launch, the ranks' start-up included:
+    # 114 and 124 s on a 2-core Zen 3 VM in a suite on three workers (timeout + 60 s failed there), so half the
+    # sleep tells the two apart on a loaded machine too.
+    assert elapsed < stall_s / 2, elapsed
     tasks = (tmp_path / "adhoc" / "stuck").resolve() / "submitit"
     assert not _task_pids(tasks, 1)
     (log,) = tasks.glob("*_1_log.err")
