@@ -18,7 +18,8 @@ import torch
 from distributed import run_distributed
 from torch import Tensor
 
-from prunex.admm.steps import flat_state, inter_node_average
+from prunex.admm.engine import flat_state
+from prunex.admm.steps import inter_node_average
 from prunex.comm import Comm
 from prunex.comm.bucket import Bucketer
 from prunex.comm.shrink import BucketShrinkPlan, ShrinkPlan

@@ -41,6 +41,24 @@ def read_norms(names: list[str], columns: list[list[torch.Tensor]], norms_cls: t
     return {n: norms_cls(**{k: v**2 for k, v in zip(keys, values[i], strict=True)}) for i, n in enumerate(names)}
 
 
+def flat_state(like: Mapping[str, torch.Tensor], *, copy: bool) -> dict[str, torch.Tensor]:
+    """Per-parameter state (a copy of ``like``, or zeros) as views of one flat buffer, back to back in
+    ``like``'s order: the inter-node exchange on a GPU then packs c_i = z_i + v_i straight from it
+    (`BucketShrinkPlan.compress` with ``plus``) instead of copying both into a stage. Where the tensors
+    differ in dtype or device, each gets a buffer of its own (and the exchange copies into a stage)."""
+    tensors = list(like.values())
+    if not tensors or len({(t.dtype, t.device) for t in tensors}) != 1:
+        return {n: t.detach().clone() if copy else torch.zeros_like(t) for n, t in like.items()}
+    flat = torch.zeros(sum(t.numel() for t in tensors), dtype=tensors[0].dtype, device=tensors[0].device)
+    out, offset = {}, 0
+    for n, t in like.items():
+        out[n] = flat.narrow(0, offset, t.numel()).view(t.shape)
+        if copy:
+            out[n].copy_(t)
+        offset += t.numel()
+    return out
+
+
 class ConsensusEngine:
     """State and plumbing of a consensus engine over the parameters ``theta`` of one rank.
 

@@ -38,12 +38,11 @@ from __future__ import annotations
 
 import torch
 
-from prunex.admm.engine import ConsensusEngine, ConsensusResult, read_norms
+from prunex.admm.engine import ConsensusEngine, ConsensusResult, flat_state, read_norms
 from prunex.admm.residuals import HSADMMNorms, hsadmm_residuals, rebalance
 from prunex.admm.steps import (
     change_norms,
     dual_updates,
-    flat_state,
     inter_node_average,
     project_or_freeze,
     sum_theta_plus_u,

@@ -152,7 +152,7 @@ def inter_node_average(
     ``one_gather`` (default: on a GPU) packs and unpacks each bucket's parameters with one
     `BucketShrinkPlan` instead of a few kernels per layer, a GPU being launch-bound on the per-layer path
     (issue 27): lines 19-20 as one pack of z_i + v_i on the kept elements, straight from H-SADMM's flat
-    state (`flat_state`; other layouts are first copied and added into a flat stage), line 22 as one
+    state (`engine.flat_state`; other layouts are first copied and added into a flat stage), line 22 as one
     unpack. The same values bit for bit (`tests/test_bucket_shrink.py`); the CPU keeps the per-layer
     plans, whose native compress kernel measured faster there. Every parameter's z is then a view of the
     bucket's unpacked stage (dense ones too), valid until the next exchange.
@@ -183,7 +183,7 @@ def inter_node_average(
             if g.params:
                 zs, vs = [z_node[names[i]] for i in g.params], [v[names[i]] for i in g.params]
                 z_flat, v_flat = g.flat_views(zs, vs)
-                if z_flat is not None and v_flat is not None:  # the engine's flat state: no copy (`flat_state`)
+                if z_flat is not None and v_flat is not None:  # the engine's flat state: no copy (`engine.flat_state`)
                     g.plan.compress(z_flat, g.dest, plus=v_flat)  # lines 19-20 on the kept elements
                 else:
                     if g.stage is None:
@@ -314,7 +314,7 @@ def _bucket_gather(
 @torch.no_grad()
 def _back_to_back(tensors: list[Tensor], plan: BucketShrinkPlan) -> Tensor | None:
     """The flat stage ``tensors`` already are when they lie back to back in one buffer at ``plan``'s
-    offsets (`flat_state`), as one 1-D view; None otherwise."""
+    offsets (`engine.flat_state`), as one 1-D view; None otherwise."""
     first = tensors[0]
     size = first.element_size()
     start = first.data_ptr()
@@ -322,24 +322,6 @@ def _back_to_back(tensors: list[Tensor], plan: BucketShrinkPlan) -> Tensor | Non
         if t.data_ptr() != start + offset * size or not t.is_contiguous() or t.dtype != first.dtype:
             return None
     return torch.as_strided(first, (plan.stage_numel,), (1,), first.storage_offset())
-
-
-def flat_state(like: Mapping[str, Tensor], *, copy: bool) -> dict[str, Tensor]:
-    """Per-parameter state (a copy of ``like``, or zeros) as views of one flat buffer, back to back in
-    ``like``'s order: the inter-node exchange on a GPU then packs c_i = z_i + v_i straight from it
-    (`BucketShrinkPlan.compress` with ``plus``) instead of copying both into a stage. Where the tensors
-    differ in dtype or device, each gets a buffer of its own (and the exchange copies into a stage)."""
-    tensors = list(like.values())
-    if not tensors or len({(t.dtype, t.device) for t in tensors}) != 1:
-        return {n: t.detach().clone() if copy else torch.zeros_like(t) for n, t in like.items()}
-    flat = torch.zeros(sum(t.numel() for t in tensors), dtype=tensors[0].dtype, device=tensors[0].device)
-    out, offset = {}, 0
-    for n, t in like.items():
-        out[n] = flat.narrow(0, offset, t.numel()).view(t.shape)
-        if copy:
-            out[n].copy_(t)
-        offset += t.numel()
-    return out
 
 
 def dual_updates(
