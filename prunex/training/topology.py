@@ -24,9 +24,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
-import torch
-import torch.distributed as dist
+if TYPE_CHECKING:  # imported where groups are made: the launcher reads `Topology` without torch
+    import torch
+    import torch.distributed as dist
 
 
 class TopologyError(RuntimeError):
@@ -180,6 +182,9 @@ def init_distributed(topo: Topology, device: torch.device, timeout_s: float, sto
     """`init_process_group` on the job's rendezvous `store` (`prunex.training.device.place` made it and checked
     that every rank agrees on the device), or from the env:// variables (MASTER_ADDR/PORT set by the
     launcher) when none is given. The device (`prunex.training.device`) is chosen before: CUDA when it is a GPU."""
+    import torch
+    import torch.distributed as dist
+
     if dist.is_initialized():
         return
     if device.type == "cuda":
@@ -199,6 +204,8 @@ def init_distributed(topo: Topology, device: torch.device, timeout_s: float, sto
 def build_groups(topo: Topology, timeout_s: float, shards: bool = False) -> Groups:
     """Create the intra, inter and flat groups, and with ``shards`` the P groups of equal local rank
     across nodes (the sharded inter-node exchange); every rank must call this in the same order."""
+    import torch.distributed as dist
+
     timeout = timedelta(seconds=timeout_s)
     intra_all = [dist.new_group(topo.node_ranks(i), timeout=timeout) for i in range(topo.nodes)]
     inter = dist.new_group(topo.leaders, timeout=timeout)
