@@ -124,11 +124,21 @@ def test_cli_module_runs_as_a_program() -> None:
     )
 
 
+def test_the_model_names_are_the_models_built() -> None:
+    from prunex.training.config import MODEL_NAMES
+    from prunex.training.models import MODELS
+
+    assert sorted(MODEL_NAMES) == sorted(MODELS)
+
+
 def test_the_launchers_import_no_torch() -> None:
     """`python -m prunex.run` and the experiment drivers launch and wait; the ranks import torch. Without it a
     launcher's imports took 1.1 s instead of 4.8 s on a 2-core VM (torch via the checkpoint and topology
     modules), and the suite starts dozens of launchers."""
-    code = "import sys, prunex.run, experiments.all; print([m for m in ('torch', 'torchvision') if m in sys.modules])"
+    code = (
+        "import sys, prunex.run, experiments.all; from prunex.training.config import RunConfig; "
+        "RunConfig(method='ddp'); print([m for m in ('torch', 'torchvision') if m in sys.modules])"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stdout + proc.stderr
 

@@ -27,6 +27,9 @@ from prunex.methods.registry import METHOD_NAMES, METHOD_SECTIONS, method_info
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+=-]{0,127}$")
 
 DATASET_NAMES = ("cifar10", "digits", "fashion-mnist")
+# the names `prunex.training.models.MODELS` builds, here without torch: every RunConfig checks its model, and the
+# launchers, which make RunConfigs but never a model, do not import torch (tests/test_config.py)
+MODEL_NAMES = ("resnet18", "resnet152", "resnet20", "wide_resnet50_2")
 EXECUTOR_NAMES = ("debug", "local", "slurm")
 DEVICE_NAMES = ("auto", "cuda", "cpu")  # prunex.training.device
 LINK_MODELS = ("none", "alpha-beta", "netns-tc")
@@ -334,10 +337,8 @@ class RunConfig:
                     object.__setattr__(self, key, value)
         if self.method not in METHOD_NAMES:
             raise ConfigError(f"unknown method {self.method!r}; known: {', '.join(METHOD_NAMES)}")
-        from prunex.training.models import MODELS  # local import: models pulls in torchvision
-
-        if self.model not in MODELS:
-            raise ConfigError(f"unknown model {self.model!r}; known: {', '.join(sorted(MODELS))}")
+        if self.model not in MODEL_NAMES:
+            raise ConfigError(f"unknown model {self.model!r}; known: {', '.join(sorted(MODEL_NAMES))}")
         if self.dataset not in DATASET_NAMES:
             raise ConfigError(f"unknown dataset {self.dataset!r}; known: {', '.join(DATASET_NAMES)}")
         if self.executor not in EXECUTOR_NAMES:
