@@ -55,7 +55,7 @@ from prunex.training.topology import Topology
 if TYPE_CHECKING:
     import torch
 # numpy and torch are imported where a checkpoint is written or read: the launcher imports this module for the
-# paths and markers only (`newest_complete`, `Preempted`), and a launcher without torch starts in ~1/3 of the time
+# paths and markers only (`newest_complete`, `Preempted`), and one that refuses, waits or reattaches needs no torch
 
 ROLES = ("replicated", "node", "rank")
 MANIFEST = "COMPLETE"

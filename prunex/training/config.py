@@ -27,8 +27,9 @@ from prunex.methods.registry import METHOD_NAMES, METHOD_SECTIONS, method_info
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+=-]{0,127}$")
 
 DATASET_NAMES = ("cifar10", "digits", "fashion-mnist")
-# the names `prunex.training.models.MODELS` builds, here without torch: every RunConfig checks its model, and the
-# launchers, which make RunConfigs but never a model, do not import torch (tests/test_config.py)
+# the names `prunex.training.models.MODELS` builds, here without torch: every RunConfig checks its model, and a
+# process that only makes RunConfigs (a launcher that refuses, waits or reattaches) imports no torch for it
+# (tests/test_config.py)
 MODEL_NAMES = ("resnet18", "resnet152", "resnet20", "wide_resnet50_2")
 EXECUTOR_NAMES = ("debug", "local", "slurm")
 DEVICE_NAMES = ("auto", "cuda", "cpu")  # prunex.training.device
