@@ -178,14 +178,17 @@ def test_a_rank_stuck_before_the_rendezvous_says_where_in_its_log(
     report = text[text.index("Timeout (0:00:30)!") :]  # faulthandler's header: printed once, not at exit
     # Where rank 1 was at 30 s: in the injected stall, or still importing on its way there (at 30 s in a suite
     # on a 2-core Zen 3 VM it was importing torchvision: its imports alone took longer there). Either way its own
-    # stack, under the task's frame.
-    assert "prunex/cluster/task.py" in report, report
-    assert "in _stall_before_rendezvous" in report or "in _find_and_load" in report, report
+    # stack, most recent frame first, under the task's frame. faulthandler prints at most 100 frames per thread and
+    # marks the cut with "  ...": an import deep enough (torch._dynamo -> sympy, in CI on 2026-11-27) cuts off the
+    # task's frame at the bottom, and what is left shows where the rank is, which is what the report is for.
+    stalled = "in _stall_before_rendezvous" in report
+    assert stalled or "in _find_and_load" in report, report
+    assert "prunex/cluster/task.py" in report or (not stalled and "\n  ...\n" in report), report
     fault_report(
         "rank 1 of 1x2 stuck before the rendezvous (local, collective timeout 60 s, grace 3 s)",
         elapsed,
         message,
-        "rank 1's log: its Python stack at 30 s (in _stall_before_rendezvous)",
+        f"rank 1's log: its Python stack at 30 s ({'in _stall_before_rendezvous' if stalled else 'importing'})",
     )
 
 
