@@ -44,12 +44,9 @@ from torch.profiler import ProfilerActivity, profile
 from torch.utils.data import TensorDataset
 
 from prunex.cluster.launch import launch
-from prunex.comm import Comm
-from prunex.methods import method_class
-from prunex.methods.base import Context
+from prunex.methods.base import build_method
 from prunex.training.config import ADMMConfig, RunConfig
 from prunex.training.data import make_digits
-from prunex.training.log import RunLog
 from prunex.training.models import build_model
 from prunex.training.topology import build_groups, discover
 
@@ -121,8 +118,7 @@ def profile_rounds(device: torch.device, model: str, keep: float, rounds: int) -
         cfg = RunConfig(method="hsadmm", model=model, batch_size=128, bn_batches=2, admm=admm)
         torch.manual_seed(0)
         net = build_model(model).to(device)
-        ctx = Context(cfg, topo, groups, Comm(topo, groups, device), device, net, data, RunLog(tempfile.mkdtemp(), 0))
-        method = method_class("hsadmm")(ctx)
+        method = build_method(cfg, topo, groups, device, net, data, tempfile.mkdtemp())
         method.train_iteration(0)  # dynamic; the mask freezes
         method.engine.consensus(1, force_frozen=True)  # the frozen plans are made
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
@@ -136,7 +132,7 @@ def profile_rounds(device: torch.device, model: str, keep: float, rounds: int) -
                 if cuda:
                     torch.cuda.synchronize(device)
                 walls.append((time.perf_counter() - t0) * 1e3)
-                ctx.comm.drain()
+                method.ctx.comm.drain()
         print(f"# profiled frozen rounds, wall ms each (profiler on): {[round(w, 1) for w in walls]}")
         averages = prof.key_averages()
         print(averages.table(sort_by="self_cpu_time_total", row_limit=15))

@@ -27,21 +27,16 @@ def _stack(depth: int) -> nn.Module:
 
 
 def _reads(rank: int, tmp: str, method_name: str, depth: int) -> int:
-    from prunex.comm import Comm
-    from prunex.methods import method_class
-    from prunex.methods.base import Context
-    from prunex.training.log import RunLog
+    from prunex.methods.base import build_method
     from prunex.training.topology import build_groups, discover
 
     topo = discover(2, 1)
     groups = build_groups(topo, 60)
-    comm = Comm(topo, groups, torch.device("cpu"))
     data = TensorDataset(torch.randn(16, 3, 8, 8), torch.randint(0, 10, (16,)))
     admm = ADMMConfig(iterations=1, local_epochs=1, channel_keep=0.5, freeze_iteration=1, retrain_epochs=2)
     cfg = RunConfig(method=method_name, nodes=2, batch_size=8, bn_batches=0, admm=admm)
     torch.manual_seed(0)
-    ctx = Context(cfg, topo, groups, comm, torch.device("cpu"), _stack(depth), data, RunLog(tmp, rank))
-    method = method_class(method_name)(ctx)
+    method = build_method(cfg, topo, groups, torch.device("cpu"), _stack(depth), data, tmp)
     method.train_iteration(0)  # dynamic; the mask freezes
     counts = {"n": 0}
     originals = {name: getattr(torch.Tensor, name) for name in ("item", "tolist")}

@@ -181,3 +181,23 @@ def model_state(model: nn.Module) -> tuple[dict[str, torch.Tensor], dict[str, to
 
 def load_model_state(model: nn.Module, params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor]) -> None:
     model.load_state_dict({**params, **buffers})
+
+
+def build_method(
+    config: RunConfig,
+    topo: Topology,
+    groups: Groups,
+    device: torch.device,
+    model: nn.Module,
+    train_set: Dataset,
+    log_dir: str,
+) -> Method:
+    """The method ``config.method`` on this rank, outside the trainer: its instrumented communication over
+    ``groups`` (with ``config.link``), its context and its logs in ``log_dir``, as `prunex.training.train`
+    builds them (which makes its `Comm` and `RunLog` itself, earlier: it uses them before the method). For
+    scripts, benchmarks and tests that drive a method's iterations and consensus rounds themselves."""
+    from prunex.methods.registry import method_class
+
+    comm = Comm(topo, groups, device, config.link)
+    ctx = Context(config, topo, groups, comm, device, model, train_set, RunLog(log_dir, topo.rank))
+    return method_class(config.method)(ctx)

@@ -95,20 +95,16 @@ def _stack(depth: int) -> nn.Module:
 
 
 def _method(world: tuple[Topology, Groups, torch.device], name: str, depth: int, tmp: str):
-    from prunex.methods import method_class
-    from prunex.methods.base import Context
-    from prunex.training.log import RunLog
+    from prunex.methods.base import build_method
 
     topo, groups, device = world
-    comm = Comm(topo, groups, device)
     data = TensorDataset(torch.randn(32, 3, 8, 8), torch.randint(0, 10, (32,)))
     admm = ADMMConfig(iterations=1, local_epochs=1, channel_keep=0.5, freeze_iteration=1, retrain_epochs=2)
     cfg = RunConfig(
         method=name, batch_size=8, bn_batches=0, admm=admm, pactrain=PacTrainConfig(density=0.5, prune_epochs=1)
     )
     torch.manual_seed(0)
-    ctx = Context(cfg, topo, groups, comm, device, _stack(depth).to(device), data, RunLog(tmp, topo.rank))
-    return method_class(name)(ctx)
+    return build_method(cfg, topo, groups, device, _stack(depth).to(device), data, tmp)
 
 
 def _synchronisations(fn) -> int:
