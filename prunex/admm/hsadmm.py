@@ -109,9 +109,9 @@ class HSADMM(ConsensusEngine):
         # Phase 2 (lines 6-8): intra-node AllReduce(sum) of theta + u, then the z_i step. Every step of the
         # round runs on all layers at once (multi-tensor ops: the same values as a loop over the layers, in
         # a few launches; a GPU round was launch-bound with one loop iteration per parameter, issue 27).
-        # The per-parameter lists are made again each round rather than cached: six lists of 467 entries
-        # (ResNet-152) cost ~0.1 ms of Python on a 2-core EPYC VM, and a cache would go stale silently were
-        # any state tensor ever replaced instead of updated in place.
+        # The per-parameter lists are made again each round rather than cached: the round's eight lists of 467
+        # entries (ResNet-152) cost ~0.2 ms of Python on a 2-core EPYC VM (timeit, beside a CI run), and a cache
+        # would go stale silently were any state tensor ever replaced instead of updated in place.
         names = self.names
         summed, node_buffers = sum_theta_plus_u(self.theta, self.u, self.buffers, self.intra_buckets, comm, "intra")
         z, v, z_node = ([state[n] for n in names] for state in (self.z, self.v, self.z_node))
