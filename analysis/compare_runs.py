@@ -5,8 +5,9 @@
 Each run of the first directory is paired with the run of the second that has the same training: the same
 `config.json` but for what does not change a run's training (`NOT_TRAINING`: the link, the evaluation
 cadence (since 4a83fde evaluating draws none of training's random numbers), paths, the experiment that asked
-for it; a start `init_from` is compared by the start run's name without its hash). Per pair: the final test accuracy and training `wall_s` of each, and whether the first
-logged training loss and all of them are bitwise equal. Across CPUs of other generations the losses need not
+for it; a start `init_from` is compared by the start run's name without its hash). Per pair: the final test
+accuracy and training `wall_s` of each, and whether the first logged training loss and all of them are
+bitwise equal. Across CPUs of other generations the losses need not
 be: oneDNN and MKL pick other kernels, a first loss can differ in its last bits, and training amplifies it
 (`tests/test_golden_runs.py`: issue 25). The table says how far the final accuracies then move, which is
 how far a single-seed verdict can be trusted. A run without a partner, or without a finished log, is a
