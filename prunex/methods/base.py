@@ -18,6 +18,7 @@ from torch import nn
 from torch.utils.data import Dataset
 
 from prunex.comm import Comm
+from prunex.methods.registry import method_class
 from prunex.training.config import RunConfig
 from prunex.training.data import shard_loader
 from prunex.training.log import RunLog
@@ -196,8 +197,6 @@ def build_method(
     ``groups`` (with ``config.link``), its context and its logs in ``log_dir``, as `prunex.training.train`
     builds them (which makes its `Comm` and `RunLog` itself, earlier: it uses them before the method). For
     scripts, benchmarks and tests that drive a method's iterations and consensus rounds themselves."""
-    from prunex.methods.registry import method_class
-
     comm = Comm(topo, groups, device, config.link)
     ctx = Context(config, topo, groups, comm, device, model, train_set, RunLog(log_dir, topo.rank))
     return method_class(config.method)(ctx)
