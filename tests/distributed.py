@@ -35,7 +35,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _worker(rank: int, world: int, port: int, env: dict[str, str], tasks: Any, results: Any) -> None:
+def _worker(rank: int, world: int, port: int, env: dict[str, str], tasks: Any, results: Any, parent: int) -> None:
+    # Dies with the test process that started it, however that process ends: a pool's process left behind
+    # waits on its task queue forever (CI at 4d0695d and a6264b1, 2026-11-27: the 1-rank pool of test_timing.py
+    # was found orphaned after each passing suite, its pytest worker gone and the pool never closed; by which
+    # path the worker ended without `_shutdown` was not established).
+    from prunex.cluster.jobs import die_with_parent
+
+    die_with_parent(parent)
     os.environ.update(env)
     os.environ.update(
         RANK=str(rank),
@@ -92,7 +99,9 @@ class _Pool:
         self.tasks = [ctx.Queue() for _ in range(world)]
         port = free_port()
         self.procs = [
-            ctx.Process(target=_worker, args=(r, world, port, env, self.tasks[r], self.results), daemon=True)
+            ctx.Process(
+                target=_worker, args=(r, world, port, env, self.tasks[r], self.results, os.getpid()), daemon=True
+            )
             for r in range(world)
         ]
         for p in self.procs:
