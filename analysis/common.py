@@ -703,10 +703,15 @@ def run_label(run: Run, duplicates: bool) -> str:
     return f"{style.method_label(run.method)}" + (f" [{run.run_id}]" if duplicates else "")
 
 
+def last_test_acc(steps: pd.DataFrame) -> float:
+    """The last evaluated test accuracy as logged (a fraction), NaN if never evaluated."""
+    acc = steps.sort_values("iteration")["test_acc"].dropna()
+    return float(acc.iloc[-1]) if len(acc) else float("nan")
+
+
 def final_accuracy(steps: pd.DataFrame) -> float:
     """The last evaluated test accuracy (in %), NaN if never evaluated."""
-    acc = steps.sort_values("iteration")["test_acc"].dropna()
-    return float(acc.iloc[-1]) * 100 if len(acc) else float("nan")
+    return last_test_acc(steps) * 100
 
 
 def fmt(x: float, digits: int = 3) -> str:

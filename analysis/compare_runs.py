@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.common import last_test_acc
 from prunex.cluster.exits import one_line
 from prunex.training.config import ArgumentParser
 
@@ -55,11 +56,6 @@ def _steps(run: Path) -> pd.DataFrame:
     return pd.read_parquet(path)
 
 
-def _final_accuracy(steps: pd.DataFrame) -> float:
-    evaluated = steps.dropna(subset=["test_acc"])
-    return float(evaluated["test_acc"].iloc[-1]) if len(evaluated) else float("nan")
-
-
 def compare(runs: Path, saved: Path) -> pd.DataFrame:
     """One row per run of ``runs``, beside its partner in ``saved`` (module docstring)."""
     partners: dict[str, Path] = {}
@@ -81,8 +77,8 @@ def compare(runs: Path, saved: Path) -> pd.DataFrame:
                 "method": config["method"],
                 "dataset": config["dataset"],
                 "seed": config["seed"],
-                "final_test_acc": _final_accuracy(new),
-                "saved_final_test_acc": _final_accuracy(old),
+                "final_test_acc": last_test_acc(new),
+                "saved_final_test_acc": last_test_acc(old),
                 "wall_s": float(new["wall_s"].max()),
                 "saved_wall_s": float(old["wall_s"].max()),
                 "first_loss_bitwise_equal": bool(new["train_loss"].iloc[0] == old["train_loss"].iloc[0]),

@@ -17,7 +17,12 @@ def _run(root: Path, name: str, losses: list[float], accs: list[float | None], *
     base = {"method": "ddp", "dataset": "digits", "seed": 0, "lr": 0.1, "results": str(root), "experiment": "x"}
     (run / "config.json").write_text(json.dumps(base | config))
     steps = pd.DataFrame(
-        {"train_loss": losses, "test_acc": accs, "wall_s": [10.0 * (i + 1) for i in range(len(losses))]}
+        {
+            "iteration": list(range(len(losses))),
+            "train_loss": losses,
+            "test_acc": accs,
+            "wall_s": [10.0 * (i + 1) for i in range(len(losses))],
+        }
     )
     steps.to_parquet(run / "steps.parquet")
     (run / "DONE").touch()
