@@ -4,7 +4,8 @@
 #   device.txt        the GPU, driver and torch
 #   pytest_gpu.txt    pytest tests/gpu (-rA -s: the tests' printed measurements too)
 #   bench_shrink.txt  python -m prunex.bench.shrink --device cuda --keep 0.5
-#   gpu_round.txt/csv python -m benchmarks.gpu_round --device cuda --profile 3 (1 x 1 ResNet-152 H-SADMM, keep 0.5)
+#   gpu_round.txt/csv python -m benchmarks.gpu_round --device cuda --iterations 10 --profile 2 (1 x 1 ResNet-152
+#                     H-SADMM, keep 0.5: medians over the 7 frozen iterations after the first)
 # Usage: OUT=/some/dir bash benchmarks/gpu_checks.sh
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu-checks}
@@ -19,5 +20,5 @@ fi
 rc=0
 timeout 200 python3 -m pytest tests/gpu -q -rA -s -p no:cacheprovider 2>&1 | tee "$OUT/pytest_gpu.txt" || rc=1
 timeout 60 python3 -m prunex.bench.shrink --device cuda --keep 0.5 2>&1 | tee "$OUT/bench_shrink.txt" || rc=1
-timeout 150 python3 -m benchmarks.gpu_round --device cuda --out "$OUT/gpu_round.csv" --profile 3 2>&1 | tee "$OUT/gpu_round.txt" || rc=1
+timeout 150 python3 -m benchmarks.gpu_round --device cuda --iterations 10 --out "$OUT/gpu_round.csv" --profile 2 2>&1 | tee "$OUT/gpu_round.txt" || rc=1
 exit $rc

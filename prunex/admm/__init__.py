@@ -12,7 +12,7 @@ Where each concept lives:
 | mask freezing | sec. 4.5, Alg. 1 line 10 | `prunex.admm.freeze.MaskFreeze` |
 | mask union | eq. (14) | `prunex.admm.steps.sync_masks` |
 | compress, leaders' AllReduce, decompress | eq. (15), sec. 4.4 | `prunex.admm.steps.inter_node_average` |
-| dual updates | eqs. (12)-(13) | `prunex.admm.steps.dual_updates` |
+| dual updates | eqs. (12)-(13) | `prunex.admm.steps.dual_update` |
 | residuals, tolerances, penalty balancing | sec. 3.4 | `prunex.admm.residuals` |
 | state, masks, residual table, checkpoint | sec. 4.1.2 | `prunex.admm.engine.ConsensusEngine` |
 | the group mask | sec. 4.4.1 | `prunex.pruning.masks.GroupMask` |

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from prunex.admm.freeze import MaskFreeze
+from prunex.admm.layer_norms import LayerSquares
 from prunex.comm import Comm
 from prunex.pruning import GroupMask, LayerSparsity
 from prunex.training.config import ADMMConfig
@@ -31,14 +32,101 @@ class ConsensusResult:
     overhead_rows: list[dict] = field(default_factory=list)  # compress/decompress seconds (H-SADMM)
 
 
-def read_norms(names: list[str], columns: list[list[torch.Tensor]], norms_cls: type) -> dict[str, Any]:
-    """Every layer's ``norms_cls`` (`HSADMMNorms`, `FlatNorms`) from its norms, ``columns`` holding one list
-    per field of ``norms_cls``, in field order, of one norm per layer: stacked and read with one `tolist()`
-    (one device-to-host synchronisation per round), squared on the host, so the values are those one
-    `.item()` per norm gave."""
-    values = torch.stack([torch.stack(c) for c in columns], dim=1).tolist() if names else []
-    keys = [f.name for f in fields(norms_cls)]
-    return {n: norms_cls(**{k: v**2 for k, v in zip(keys, values[i], strict=True)}) for i, n in enumerate(names)}
+class NormReader:
+    """The per-layer norms of a round (Alg. 1 line 28), kept on the device until one read.
+
+    Each `add` takes one or more columns (a list of tensors, one per layer, in layer order): a temporary
+    can be normed as soon as it is made and its memory reused. `read` then reads every column with one
+    `tolist()` (one device-to-host synchronisation per round).
+
+    Two ways to norm, by where the round runs (issue 27: on a GPU a ResNet-152 round was host-bound, and
+    most of its host time went to the norms' per-tensor outputs and to stacking them):
+
+    - ``squares`` None (a CPU): one `torch._foreach_norm` per `add`, squared on the host, so the values are
+      those one `.item()` per norm gave; the CPU round's results stay bitwise those of the per-layer loop.
+    - ``squares`` given (a GPU): a column that lies in one flat buffer (``flats``: `flat_state`) is squared
+      and summed per layer at once (`prunex.admm.layer_norms.LayerSquares`: no tensor per layer);
+      a column that does not (theta, the model's own parameters) takes the `_foreach_norm` route, its norms
+      read through one view of the result (`_back_to_back`) rather than stacked. A sum of squares and the
+      square of a norm differ in rounding only: the norms feed the stopping test, the residual balancing
+      (ratios against mu = 10) and the residual logs.
+    """
+
+    def __init__(self, layers: int, squares: LayerSquares | None = None) -> None:
+        self.layers, self.squares = layers, squares
+        self.fields: list[str] = []
+        self.blocks: list[torch.Tensor] = []
+        self.squared: list[bool] = []  # per field: its block holds squared norms (segmented) or norms
+
+    def add(
+        self, fields: tuple[str, ...], columns: list[list[torch.Tensor]], flats: list[torch.Tensor | None] | None = None
+    ) -> None:
+        """Norm ``columns`` (one list of ``layers`` tensors per name in ``fields``; ``flats``: per column the
+        flat buffer its tensors are views of, back to back, or None)."""
+        if len(fields) != len(columns) or any(len(c) != self.layers for c in columns):
+            raise ValueError(f"{len(columns)} columns for fields {fields}, each of {self.layers} layers")
+        self.fields += fields
+        if not self.layers:
+            self.squared += [False] * len(fields)
+            return
+        flats = flats if flats is not None else [None] * len(columns)
+        dense = []
+        for field_name, column, flat in zip(fields, columns, flats, strict=True):
+            if self.squares is not None and flat is not None:
+                self.blocks.append(self.squares(flat))
+                self.squared.append(True)
+            else:
+                dense.append((field_name, column))
+        if dense:  # the columns without a flat buffer: one _foreach_norm, after the segmented ones
+            self.fields = [f for f in self.fields if f not in {name for name, _ in dense}] + [n for n, _ in dense]
+            self.blocks.append(_back_to_back(torch._foreach_norm([t for _, column in dense for t in column])))
+            self.squared += [False] * len(dense)
+
+    def read(self, names: list[str], norms_cls: type) -> dict[str, Any]:
+        """Every layer's ``norms_cls`` (`HSADMMNorms`, `FlatNorms`) of squared norms, from the columns added,
+        by field name."""
+        keys = [f.name for f in fields(norms_cls)]
+        if sorted(self.fields) != sorted(keys):
+            raise ValueError(f"normed {self.fields}, but {norms_cls.__name__} has {keys}")
+        if not names:
+            return {}
+        values = torch.cat(self.blocks).tolist()
+        L = self.layers
+        columns = {}
+        for j, (f, squared) in enumerate(zip(self.fields, self.squared, strict=True)):
+            column = values[j * L : (j + 1) * L]
+            columns[f] = column if squared else [x**2 for x in column]
+        ordered = [columns[k] for k in keys]
+        return {n: norms_cls(*[column[i] for column in ordered]) for i, n in enumerate(names)}
+
+
+def _back_to_back(scalars: list[torch.Tensor]) -> torch.Tensor:
+    """The 0-d tensors ``scalars`` as one 1-D tensor: a view when they lie back to back in one storage (as
+    CUDA's `_foreach_norm` returns them: views of one result), else `torch.stack`."""
+    first = scalars[0]
+    size = first.element_size()
+    start = first.data_ptr()
+    n = len(scalars)
+    if (
+        first.untyped_storage().nbytes() >= (first.storage_offset() + n) * size
+        and all(t.dim() == 0 and t.dtype == first.dtype for t in scalars)
+        and [t.data_ptr() for t in scalars] == list(range(start, start + n * size, size))
+    ):
+        return torch.as_strided(first, (n,), (1,), first.storage_offset())
+    return torch.stack(scalars)
+
+
+def flat_of(tensors: list[torch.Tensor]) -> torch.Tensor | None:
+    """The one 1-D view that ``tensors`` are consecutive pieces of (as `flat_state` makes them), or None."""
+    if not tensors:
+        return None
+    first = tensors[0]
+    size, at = first.element_size(), first.data_ptr()
+    for t in tensors:
+        if t.data_ptr() != at or not t.is_contiguous() or t.dtype != first.dtype or t.device != first.device:
+            return None
+        at += t.numel() * size
+    return torch.as_strided(first, (sum(t.numel() for t in tensors),), (1,), first.storage_offset())
 
 
 def flat_state(like: Mapping[str, torch.Tensor], *, copy: bool) -> dict[str, torch.Tensor]:
@@ -98,8 +186,19 @@ class ConsensusEngine:
         self.device, self.dtype = first.device, first.dtype
         with torch.no_grad():
             # Alg. 1 line 1: theta and the consensus variables from the same initialisation; duals 0
-            self.u = {n: torch.zeros_like(t) for n, t in self.theta.items()}
-            self.z = {n: t.detach().clone() for n, t in self.theta.items()}
+            # u and z each in one flat buffer (`flat_state`), so that a GPU round norms them per layer at once
+            self.u = flat_state(self.theta, copy=False)
+            self.z = flat_state(self.theta, copy=True)
+            # where a round forms its per-layer temporaries (z - v, the residuals, z^{k+1} - z^k), one at a
+            # time: a round allocates no tensor per layer for them (`steps.difference`); not state
+            self.scratch = list(flat_state(self.theta, copy=False).values())
+        self._flats: dict[str, tuple[list[torch.Tensor], torch.Tensor | None]] = {}  # `flats`' answers
+        # on a GPU `NormReader` norms the flat buffers per layer at once
+        self.layer_squares = (
+            LayerSquares([t.numel() for t in self.theta.values()], self.device)
+            if self.device.type == "cuda" and self.names
+            else None
+        )
         self.rho_intra = dict.fromkeys(self.names, cfg.rho_intra)
         self.initial_rho = {"rho_intra": cfg.rho_intra, "rho_inter": cfg.rho_inter}
         # Alg. 1 line 1: m_global = 1
@@ -111,6 +210,23 @@ class ConsensusEngine:
 
     def init_engine(self) -> None:
         """The subclass's own state and buffers (called at the end of construction)."""
+
+    def flats(self, *keys: str) -> list[torch.Tensor | None]:
+        """Per state name (``"scratch"`` for the scratch), the flat buffer its per-layer tensors are views of
+        (`flat_of`), or None; always None off a GPU (``layer_squares`` None). Found once for the same tensor
+        objects (compared by identity each round: a state tensor replaced rather than updated in place is
+        looked at again, never read through a stale buffer)."""
+        if self.layer_squares is None:
+            return [None] * len(keys)
+        out = []
+        for key in keys:
+            state = self.scratch if key == "scratch" else getattr(self, key)
+            tensors = state if isinstance(state, list) else [state[n] for n in self.names]
+            cached = self._flats.get(key)
+            if cached is None or any(a is not b for a, b in zip(cached[0], tensors, strict=True)):
+                cached = self._flats[key] = (tensors, flat_of(tensors))
+            out.append(cached[1])
+        return out
 
     @property
     def frozen(self) -> bool:

@@ -15,7 +15,7 @@ lambda/2 ||z||^2 + sum_n rho/2 ||theta_n - z + u_n||^2:
 z~ = rho sum_n (theta_n + u_n) / (lambda + N rho), then z = Pi_S(z~).
 
 The round is a sequence of the steps of `prunex.admm.steps`, shared with hsadmm: `sum_theta_plus_u`
-over the flat group, `z_node_step` (its flat form), `project_or_freeze` of the global z, `dual_updates`
+over the flat group, `z_node_step` (its flat form), `project_or_freeze` of the global z, `dual_update`
 (u only); penalties, tolerances, residual balancing (`FlatNorms`, `flat_residual`, `rebalance`), the
 mask model and mask freezing (`MaskFreeze`) are those of hsadmm; `rho_intra` is the one penalty.
 """
@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import torch
 
-from prunex.admm.engine import ConsensusEngine, ConsensusResult, read_norms
+from prunex.admm.engine import ConsensusEngine, ConsensusResult, NormReader
 from prunex.admm.residuals import FlatNorms, flat_residual, rebalance
-from prunex.admm.steps import change_norms, dual_updates, project_or_freeze, sum_theta_plus_u, z_node_step
+from prunex.admm.steps import difference, dual_update, project_or_freeze, sum_theta_plus_u, z_node_step
 from prunex.comm.bucket import Bucketer
 
 
@@ -55,13 +55,14 @@ class FlatADMM(ConsensusEngine):
                     drift[n] = mask.drift(self.masks[n])
                     self.masks[n] = mask
         z = [self.z[n] for n in names]
-        dz = change_norms(z_next, z)
+        norms = NormReader(len(names), self.layer_squares)  # each temporary normed as it is made, in the one scratch
+        scratch = self.flats("scratch")
+        norms.add(("dz",), [difference(z_next, z, self.scratch)], scratch)
         torch._foreach_copy_(z, z_next)
         theta, u = [self.theta[n] for n in names], [self.u[n] for n in names]
-        r, _ = dual_updates(u, theta, z)
-        # per FlatNorms field, in field order, one norm per layer
-        columns = [torch._foreach_norm(state) for state in (r, theta, u, z)] + [dz]
-        norms = read_norms(names, columns, FlatNorms)  # one device-to-host read for the round
+        norms.add(("r",), [dual_update(u, theta, z, self.scratch)], scratch)  # u += theta - z
+        norms.add(("theta", "u", "z"), [theta, u, z], [None, *self.flats("u", "z")])
+        norms = norms.read(names, FlatNorms)  # one device-to-host read for the round
         for b, t in buffer_sums.items():
             self.buffers[b].copy_(t / N)
 

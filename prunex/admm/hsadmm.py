@@ -22,7 +22,7 @@ i.e. N times eq. (1) with weight decay lambda (N + 1) / N.
 3. Phase 3: `project_or_freeze` (eq. (10); the frozen mask after sec. 4.5's freeze, `MaskFreeze`).
 4. Phase 4: `sync_masks` (eq. (14)) while the mask is dynamic, then `inter_node_average` (eq. (15):
    compress, leaders' AllReduce / M, Broadcast to the node, decompress).
-5. Phase 5: `dual_updates` (eqs. (12)-(13)), the residuals (`HSADMMNorms`, `hsadmm_residuals`) and
+5. Phase 5: `dual_update` (eqs. (12)-(13)), the residuals (`HSADMMNorms`, `hsadmm_residuals`) and
    residual balancing of both penalties (`rebalance`).
 
 Masks. Each node's projection gives group masks; the leaders' union is per group, and the global
@@ -38,11 +38,11 @@ from __future__ import annotations
 
 import torch
 
-from prunex.admm.engine import ConsensusEngine, ConsensusResult, flat_state, read_norms
+from prunex.admm.engine import ConsensusEngine, ConsensusResult, NormReader, flat_state
 from prunex.admm.residuals import HSADMMNorms, hsadmm_residuals, rebalance
 from prunex.admm.steps import (
-    change_norms,
-    dual_updates,
+    difference,
+    dual_update,
     inter_node_average,
     project_or_freeze,
     sum_theta_plus_u,
@@ -121,6 +121,7 @@ class HSADMM(ConsensusEngine):
             members=P,
             lam_share=self.lam / M,
             outer=([self.rho_inter[n] for n in names], z, v),
+            scratch=self.scratch,
         )
         # Phase 3 (lines 10-14): projection while the mask is dynamic, the frozen mask afterwards.
         for i, n in enumerate(names):
@@ -130,7 +131,10 @@ class HSADMM(ConsensusEngine):
                 )
                 if node_mask is not None:
                     self.node_masks[n] = node_mask
-        dz_node = change_norms(z_tilde, z_node)  # norms stay on the device until the one read below
+        # each temporary is normed as it is made, in the one scratch; the norms stay on the device until one read
+        norms = NormReader(len(names), self.layer_squares)
+        scratch = self.flats("scratch")
+        norms.add(("dz_node",), [difference(z_tilde, z_node, self.scratch)], scratch)
         torch._foreach_copy_(z_node, z_tilde)
         node_buffers = {b: t / P for b, t in node_buffers.items()}
 
@@ -158,14 +162,14 @@ class HSADMM(ConsensusEngine):
 
         # Phase 5 (lines 23-31): the z update, dual updates, residuals, penalty balancing.
         z_next = [z_new[n] for n in names]
-        dz = change_norms(z_next, z)
+        norms.add(("dz",), [difference(z_next, z, self.scratch)], scratch)
         torch._foreach_copy_(z, z_next)
         theta, u = [self.theta[n] for n in names], [self.u[n] for n in names]
-        r_intra, r_inter = dual_updates(u, theta, z_node, v, z)
-        # per HSADMMNorms field, in field order, one norm per layer
-        states = (r_intra, theta, z_node, u, r_inter, z, v)
-        columns = [torch._foreach_norm(state) for state in states] + [dz_node, dz]
-        norms = read_norms(names, columns, HSADMMNorms)  # one device read for the round (Alg. 1 line 28)
+        norms.add(("r_inter",), [dual_update(v, z_node, z, self.scratch)], scratch)  # eq. (13), line 23
+        norms.add(("r_intra",), [dual_update(u, theta, z_node, self.scratch)], scratch)  # eq. (12), line 27
+        states = ("z_node", "u", "z", "v")
+        norms.add(("theta", *states), [theta, z_node, u, z, v], [None, *self.flats(*states)])
+        norms = norms.read(names, HSADMMNorms)  # one device read for the round (Alg. 1 line 28)
         for b, t in global_buffers.items():
             self.buffers[b].copy_(t)
 

@@ -9,7 +9,7 @@ Both engines (`prunex.admm.hsadmm`, `prunex.admm.flat`) are sequences of these c
 | :func:`project_or_freeze` | eq. (10), sec. 4.5 | z~_i | z~ |
 | :func:`sync_masks` | eq. (14) | leaders' union | (one projection: nothing to unite) |
 | :func:`inter_node_average` | eq. (15), sec. 4.4 | compact AllReduce of the leaders | (dense above) |
-| :func:`dual_updates` | eqs. (12)-(13) | u and v | u |
+| :func:`dual_update` | eqs. (12)-(13) | u and v | u |
 
 Residuals and penalty balancing are in `prunex.admm.residuals`, mask freezing in `prunex.admm.freeze`.
 """
@@ -66,6 +66,7 @@ def z_node_step(
     members: int,
     lam_share: float,
     outer: tuple[list[float], list[Tensor], list[Tensor]] | None = None,
+    scratch: list[Tensor] | None = None,
 ) -> list[Tensor]:
     """The z step of every layer: the minimiser of the augmented Lagrangian (eq. (6)) in the consensus
     variable, per layer with its own penalties (lists in layer order), as multi-tensor ops.
@@ -79,14 +80,15 @@ def z_node_step(
 
     The operations and their order are those of one expression per layer (``rho1 * summed / denom``), so
     the values are the same bits. ``summed`` (bucket views that nothing reads afterwards) is overwritten
-    with the result and returned as a list: in place, the multi-tensor ops allocate no output per layer.
+    with the result and returned as a list: in place, the multi-tensor ops allocate no output per layer;
+    ``rho_2 (z - v_i)`` is formed in ``scratch`` (`difference`) where one is given.
     """
     torch._foreach_mul_(summed, rho1)
     if outer is None:
         torch._foreach_div_(summed, [lam_share + members * r for r in rho1])
         return list(summed)
     rho2, z, v = outer
-    pulled = torch._foreach_sub(z, v)
+    pulled = difference(z, v, scratch)
     torch._foreach_mul_(pulled, rho2)
     torch._foreach_add_(summed, pulled)
     torch._foreach_div_(summed, [lam_share + members * r1 + r2 for r1, r2 in zip(rho1, rho2, strict=True)])
@@ -324,25 +326,24 @@ def _back_to_back(tensors: list[Tensor], plan: BucketShrinkPlan) -> Tensor | Non
     return torch.as_strided(first, (plan.stage_numel,), (1,), first.storage_offset())
 
 
-def dual_updates(
-    u: list[Tensor],
-    theta: list[Tensor],
-    z_node: list[Tensor],
-    v: list[Tensor] | None = None,
-    z: list[Tensor] | None = None,
-) -> tuple[list[Tensor], list[Tensor] | None]:
-    """Scaled dual ascent of every layer, in place: ``v_i += z_i - z`` (eq. (13), Alg. 1 line 23; H-SADMM,
-    when ``v`` is given) and ``u_ij += theta_ij - z_i`` (eq. (12), line 27; flat consensus: z in place of
-    z_i), as multi-tensor ops. Returns the primal residuals (theta - z_i, z_i - z or None), per layer."""
-    r_inter = None
-    if v is not None:
-        r_inter = torch._foreach_sub(z_node, z)
-        torch._foreach_add_(v, r_inter)
-    r_intra = torch._foreach_sub(theta, z_node)
-    torch._foreach_add_(u, r_intra)
-    return r_intra, r_inter
+def difference(new: list[Tensor], old: list[Tensor], out: list[Tensor] | None = None) -> list[Tensor]:
+    """``new - old`` per layer, as multi-tensor ops: written into ``out`` (a copy, then an in-place
+    subtraction: the same bits as one subtraction per tensor) where given, so that a round allocates no
+    output per layer (a GPU round was host-bound on those allocations, issue 27), else new tensors."""
+    if out is None:
+        return list(torch._foreach_sub(new, old))
+    torch._foreach_copy_(out, new)
+    torch._foreach_sub_(out, old)
+    return out
 
 
-def change_norms(new: list[Tensor], old: list[Tensor]) -> list[Tensor]:
-    """``||new - old||`` per layer (the dual residuals' norms), as multi-tensor ops."""
-    return torch._foreach_norm(torch._foreach_sub(new, old))
+def dual_update(
+    dual: list[Tensor], x: list[Tensor], anchor: list[Tensor], out: list[Tensor] | None = None
+) -> list[Tensor]:
+    """Scaled dual ascent of every layer, in place, ``dual += x - anchor``, as multi-tensor ops; returns the
+    primal residual ``x - anchor`` (in ``out`` where given, `difference`). H-SADMM: ``v_i += z_i - z``
+    (eq. (13), Alg. 1 line 23) and ``u_ij += theta_ij - z_i`` (eq. (12), line 27); flat consensus
+    ``u_n += theta_n - z``."""
+    residual = difference(x, anchor, out)
+    torch._foreach_add_(dual, residual)
+    return residual

@@ -180,6 +180,15 @@ def masked(w: Tensor, mask: Tensor) -> Tensor:
 
     Returns:
         A new tensor shaped like ``w``; ``torch.where`` (not ``w * mask``), so that a non-finite entry
-        outside the mask becomes 0, not NaN, and a pruned entry is +0.0 whatever the sign of ``w``.
+        outside the mask becomes 0, not NaN, and a pruned entry is +0.0 whatever the sign of ``w``. The 0
+        is one 0-d tensor per dtype and device, made once: a new one (or a Python scalar, which torch
+        wraps in one) cost a fill kernel and an allocation per layer per frozen round on a GPU (issue 27).
     """
-    return torch.where(mask, w, torch.zeros((), dtype=w.dtype, device=w.device))
+    key = (w.dtype, w.device)
+    zero = _ZEROS.get(key)
+    if zero is None:
+        zero = _ZEROS[key] = torch.zeros((), dtype=w.dtype, device=w.device)
+    return torch.where(mask, w, zero)
+
+
+_ZEROS: dict[tuple[torch.dtype, torch.device], Tensor] = {}  # `masked`'s zeros
