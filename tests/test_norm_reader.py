@@ -1,8 +1,8 @@
 """The norms of a consensus round (Alg. 1 line 28), as `prunex.admm.engine.NormReader` reads them.
 
 A CPU round norms with `_foreach_norm` (its results bitwise those of one norm per layer); a GPU round
-sums squares per layer over the engines' flat buffers (`prunex.admm.layer_norms.LayerSquares`) and reads
-`_foreach_norm`'s results through one view of them (issue 27). Both are run here on the CPU, the GPU's way
+sums squares per layer over the engines' flat buffers (`prunex.admm.layer_norms.LayerSquares`; theta
+copied into the scratch first, issue 27). Both are run here on the CPU, the GPU's way
 forced by giving the reader (or the engine) a `LayerSquares`: the same squared norms to float32 rounding,
 in one read. Its Triton kernel runs in Triton's interpreter against `torch.segment_reduce`.
 """
@@ -20,7 +20,7 @@ from distributed import run_distributed
 from torch import nn
 from torch.utils.data import TensorDataset
 
-from prunex.admm.engine import NormReader, _back_to_back, flat_of, flat_state
+from prunex.admm.engine import NormReader, flat_of, flat_state
 from prunex.admm.layer_norms import BLOCK, LayerSquares
 from prunex.admm.residuals import FlatNorms
 from prunex.training.config import ADMMConfig, RunConfig
@@ -76,18 +76,6 @@ def test_a_field_missing_or_a_column_of_the_wrong_length_is_refused() -> None:
         reader.read(names, FlatNorms)
     with pytest.raises(ValueError, match="each of 4 layers"):
         reader.add(("u",), [[columns["u"][n] for n in names[:3]]])
-
-
-def test_back_to_back_scalars_are_read_through_one_view() -> None:
-    result = torch.arange(6.0)
-    views = list(result)  # 0-d views of one storage, as CUDA's _foreach_norm returns them
-    one = _back_to_back(views)
-    assert one.data_ptr() == result.data_ptr() and torch.equal(one, result)
-    separate = [torch.tensor(float(i)) for i in range(6)]  # as the CPU's _foreach_norm returns them
-    stacked = _back_to_back(separate)
-    assert torch.equal(stacked, result)
-    shuffled = [views[i] for i in (0, 2, 1, 3, 4, 5)]
-    assert torch.equal(_back_to_back(shuffled), torch.tensor([0.0, 2.0, 1.0, 3.0, 4.0, 5.0]))
 
 
 def test_flat_of_finds_the_buffer_only_for_consecutive_pieces() -> None:

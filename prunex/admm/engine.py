@@ -42,14 +42,14 @@ class NormReader:
     Two ways to norm, by where the round runs (issue 27: on a GPU a ResNet-152 round was host-bound, and
     most of its host time went to the norms' per-tensor outputs and to stacking them):
 
-    - ``squares`` None (a CPU): one `torch._foreach_norm` per `add`, squared on the host, so the values are
-      those one `.item()` per norm gave; the CPU round's results stay bitwise those of the per-layer loop.
-    - ``squares`` given (a GPU): a column that lies in one flat buffer (``flats``: `flat_state`) is squared
-      and summed per layer at once (`prunex.admm.layer_norms.LayerSquares`: no tensor per layer);
-      a column that does not (theta, the model's own parameters) takes the `_foreach_norm` route, its norms
-      read through one view of the result (`_back_to_back`) rather than stacked. A sum of squares and the
-      square of a norm differ in rounding only: the norms feed the stopping test, the residual balancing
-      (ratios against mu = 10) and the residual logs.
+    - ``squares`` None (a CPU): one `torch._foreach_norm` per `add`, stacked, squared on the host, so the
+      values are those one `.item()` per norm gave; the CPU round's results stay bitwise those of the
+      per-layer loop.
+    - ``squares`` given (a GPU): a column that lies in one flat buffer (``flats``: `flat_state`, or the
+      scratch theta is copied into, `ConsensusEngine.normable`) is squared and summed per layer at once
+      (`prunex.admm.layer_norms.LayerSquares`: no tensor per layer). A sum of squares and the square of a
+      norm differ in rounding only: the norms feed the stopping test, the residual balancing (ratios
+      against mu = 10) and the residual logs.
     """
 
     def __init__(self, layers: int, squares: LayerSquares | None = None) -> None:
@@ -79,7 +79,7 @@ class NormReader:
                 dense.append((field_name, column))
         if dense:  # the columns without a flat buffer: one _foreach_norm, after the segmented ones
             self.fields = [f for f in self.fields if f not in {name for name, _ in dense}] + [n for n, _ in dense]
-            self.blocks.append(_back_to_back(torch._foreach_norm([t for _, column in dense for t in column])))
+            self.blocks.append(torch.stack(torch._foreach_norm([t for _, column in dense for t in column])))
             self.squared += [False] * len(dense)
 
     def read(self, names: list[str], norms_cls: type) -> dict[str, Any]:
@@ -98,22 +98,6 @@ class NormReader:
             columns[f] = column if squared else [x**2 for x in column]
         ordered = [columns[k] for k in keys]
         return {n: norms_cls(*[column[i] for column in ordered]) for i, n in enumerate(names)}
-
-
-def _back_to_back(scalars: list[torch.Tensor]) -> torch.Tensor:
-    """The 0-d tensors ``scalars`` as one 1-D tensor: a view when they lie back to back in one storage (as
-    CUDA's `_foreach_norm` returns them: views of one result), else `torch.stack`."""
-    first = scalars[0]
-    size = first.element_size()
-    start = first.data_ptr()
-    n = len(scalars)
-    if (
-        first.untyped_storage().nbytes() >= (first.storage_offset() + n) * size
-        and all(t.dim() == 0 and t.dtype == first.dtype for t in scalars)
-        and [t.data_ptr() for t in scalars] == list(range(start, start + n * size, size))
-    ):
-        return torch.as_strided(first, (n,), (1,), first.storage_offset())
-    return torch.stack(scalars)
 
 
 def flat_of(tensors: list[torch.Tensor]) -> torch.Tensor | None:
@@ -227,6 +211,16 @@ class ConsensusEngine:
                 cached = self._flats[key] = (tensors, flat_of(tensors))
             out.append(cached[1])
         return out
+
+    def normable(self, tensors: list[torch.Tensor]) -> tuple[list[list[torch.Tensor]], list[torch.Tensor | None]]:
+        """``tensors`` (theta: the model's own parameters, not one flat buffer) as `NormReader.add`'s columns and
+        flats: on a GPU copied into the scratch first (one multi-tensor copy), so that they are normed per
+        layer at once like the flat states; elsewhere as they are."""
+        (scratch,) = self.flats("scratch")
+        if scratch is None:
+            return [tensors], [None]
+        torch._foreach_copy_(self.scratch, tensors)
+        return [self.scratch], [scratch]
 
     @property
     def frozen(self) -> bool:

@@ -61,7 +61,8 @@ class FlatADMM(ConsensusEngine):
         torch._foreach_copy_(z, z_next)
         theta, u = [self.theta[n] for n in names], [self.u[n] for n in names]
         norms.add(("r",), [dual_update(u, theta, z, self.scratch)], scratch)  # u += theta - z
-        norms.add(("theta", "u", "z"), [theta, u, z], [None, *self.flats("u", "z")])
+        norms.add(("theta",), *self.normable(theta))
+        norms.add(("u", "z"), [u, z], self.flats("u", "z"))
         norms = norms.read(names, FlatNorms)  # one device-to-host read for the round
         for b, t in buffer_sums.items():
             self.buffers[b].copy_(t / N)

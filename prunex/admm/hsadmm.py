@@ -167,8 +167,9 @@ class HSADMM(ConsensusEngine):
         theta, u = [self.theta[n] for n in names], [self.u[n] for n in names]
         norms.add(("r_inter",), [dual_update(v, z_node, z, self.scratch)], scratch)  # eq. (13), line 23
         norms.add(("r_intra",), [dual_update(u, theta, z_node, self.scratch)], scratch)  # eq. (12), line 27
+        norms.add(("theta",), *self.normable(theta))
         states = ("z_node", "u", "z", "v")
-        norms.add(("theta", *states), [theta, z_node, u, z, v], [None, *self.flats(*states)])
+        norms.add(states, [z_node, u, z, v], self.flats(*states))
         norms = norms.read(names, HSADMMNorms)  # one device read for the round (Alg. 1 line 28)
         for b, t in global_buffers.items():
             self.buffers[b].copy_(t)
