@@ -8,14 +8,9 @@ the wire, buckets of one tensor and one bucket of all, the leaders' and the shar
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-import pytest
 import torch
 from distributed import run_distributed
+from interpreted import run_in_triton_interpreter
 from torch import Tensor
 
 from prunex.admm.engine import flat_state
@@ -81,11 +76,7 @@ def test_one_gather_packs_and_unpacks_what_the_layer_plans_do() -> None:
 
 def test_the_triton_kernels_pack_and_unpack_what_the_layer_plans_do() -> None:
     """The GPU kernels (`prunex.comm.bucket_kernels`), run on the CPU by Triton's interpreter."""
-    pytest.importorskip("triton")
-    script = "import test_bucket_shrink as t; t.check_bucket_plan(kernels=True); print('ok')"
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.getcwd()]))
-    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
+    run_in_triton_interpreter("test_bucket_shrink", "check_bucket_plan(kernels=True)")
 
 
 def _exchange(rank: int, wire_dtype: str, bucket_mb: float, exchange: str, flat: bool = False) -> dict:

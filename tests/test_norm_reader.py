@@ -9,14 +9,12 @@ in one read. Its Triton kernel runs in Triton's interpreter against `torch.segme
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 from distributed import run_distributed
+from interpreted import run_in_triton_interpreter
 from torch import nn
 from torch.utils.data import TensorDataset
 
@@ -149,11 +147,7 @@ def check_layer_squares_kernel() -> None:
 
 
 def test_the_layer_squares_kernel_in_tritons_interpreter() -> None:
-    pytest.importorskip("triton")
-    script = "import test_norm_reader as t; t.check_layer_squares_kernel(); print('ok')"
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.getcwd()]))
-    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
+    run_in_triton_interpreter("test_norm_reader", "check_layer_squares_kernel()")
 
 
 def test_a_layer_squares_refuses_a_buffer_of_another_size() -> None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from prunex.admm.engine import flat_of
 from prunex.comm import Comm
 from prunex.comm.bucket import Bucketer
 from prunex.comm.clocks import Span
@@ -265,14 +266,20 @@ class _BucketGather:
     _flat: tuple[list[Tensor], Tensor | None, Tensor | None] | None = None  # `flat_views`' last answer
 
     def flat_views(self, zs: list[Tensor], vs: list[Tensor]) -> tuple[Tensor | None, Tensor | None]:
-        """z_i's and v_i's flat stages (`_back_to_back`), found once for the same tensor objects (held here,
+        """z_i's and v_i's flat stages (`_stage`), found once for the same tensor objects (held here,
         compared by identity): checking every tensor's place every round would spend host time in the compress span."""
         tensors = zs + vs
         cached = self._flat
         same = cached is not None and len(cached[0]) == len(tensors)
         if not same or any(a is not b for a, b in zip(cached[0], tensors, strict=True)):
-            self._flat = cached = (tensors, _back_to_back(zs, self.plan), _back_to_back(vs, self.plan))
+            self._flat = cached = (tensors, self._stage(zs), self._stage(vs))
         return cached[1], cached[2]
+
+    def _stage(self, tensors: list[Tensor]) -> Tensor | None:
+        """The flat stage ``tensors`` already are when they lie back to back in one buffer, as the plan lays
+        them out (`engine.flat_state`, `engine.flat_of`), as one 1-D view; None otherwise."""
+        flat = flat_of(tensors)
+        return flat if flat is not None and flat.numel() == self.plan.stage_numel else None
 
 
 def _bucket_gather(
@@ -311,19 +318,6 @@ def _bucket_gather(
     value = _BucketGather(plan, params, dest, plan.stage_views(out), out)
     buckets.gathers[b] = (buckets.layout_key, key, value)
     return value
-
-
-@torch.no_grad()
-def _back_to_back(tensors: list[Tensor], plan: BucketShrinkPlan) -> Tensor | None:
-    """The flat stage ``tensors`` already are when they lie back to back in one buffer at ``plan``'s
-    offsets (`engine.flat_state`), as one 1-D view; None otherwise."""
-    first = tensors[0]
-    size = first.element_size()
-    start = first.data_ptr()
-    for t, offset in zip(tensors, plan.offsets, strict=True):
-        if t.data_ptr() != start + offset * size or not t.is_contiguous() or t.dtype != first.dtype:
-            return None
-    return torch.as_strided(first, (plan.stage_numel,), (1,), first.storage_offset())
 
 
 def difference(new: list[Tensor], old: list[Tensor], out: list[Tensor] | None = None) -> list[Tensor]:
