@@ -109,20 +109,26 @@ def _exchange(rank: int, wire_dtype: str, bucket_mb: float, exchange: str, flat:
                 results.append(({n: t.clone() for n, t in z.items()}, {n: t.clone() for n, t in buffers.items()}))
             out[one_gather, pipeline] = results
             out["buckets", bucket_mb] = len(buckets.buffers)
+            # whether a one-gather plan copied z_i + v_i into a stage of its own (not when they are flat)
+            out["staged", one_gather, pipeline] = any(g.stage is not None for _, _, g in buckets.gathers.values())
             comm.drain()
+    out["packs"] = WireBuckets(wire_dtype, exchange).starts_here(topo)  # the leaders (sharded: every rank)
     return out
 
 
 def test_the_exchange_with_one_gather_per_bucket_equals_the_layer_plans_bitwise() -> None:
     cases = [
-        ("fp32", 0.0005, "leader"),
-        ("bf16", 0.0005, "leader"),
-        ("fp32", 1.0, "leader"),
-        ("bf16", 0.0005, "sharded"),
+        ("fp32", 0.0005, "leader", False),
+        ("bf16", 0.0005, "leader", False),
+        ("fp32", 1.0, "leader", False),
+        ("bf16", 0.0005, "sharded", False),
+        ("fp32", 0.0005, "leader", True),  # z_i and v in flat buffers, as the engine keeps them: packed in place
     ]
-    for wire_dtype, bucket_mb, exchange in cases:
-        for r in run_distributed(_exchange, 4, wire_dtype, bucket_mb, exchange):
+    for wire_dtype, bucket_mb, exchange, flat in cases:
+        for r in run_distributed(_exchange, 4, wire_dtype, bucket_mb, exchange, flat):
             assert (r["buckets", bucket_mb] == 1) == (bucket_mb == 1.0)  # one bucket of all, or several
+            if r["packs"]:
+                assert r["staged", True, False] is not flat and r["staged", True, True] is not flat
             reference = r[False, False]
             for key in ((False, True), (True, False), (True, True)):
                 for (z_ref, buf_ref), (z, buf) in zip(reference, r[key], strict=True):
