@@ -96,8 +96,8 @@ class NormReader:
         for j, (f, squared) in enumerate(zip(self.fields, self.squared, strict=True)):
             column = values[j * L : (j + 1) * L]
             columns[f] = column if squared else [x**2 for x in column]
-        ordered = [columns[k] for k in keys]
-        return {n: norms_cls(*[column[i] for column in ordered]) for i, n in enumerate(names)}
+        per_layer = zip(*[columns[k] for k in keys], strict=True)  # one tuple of the fields per layer
+        return {n: norms_cls(*values) for n, values in zip(names, per_layer, strict=True)}
 
 
 def flat_of(tensors: list[torch.Tensor]) -> torch.Tensor | None:
