@@ -14,6 +14,7 @@ Where each concept lives:
 | compress, leaders' AllReduce, decompress | eq. (15), sec. 4.4 | `prunex.admm.steps.inter_node_average` |
 | dual updates | eqs. (12)-(13) | `prunex.admm.steps.dual_update` |
 | residuals, tolerances, penalty balancing | sec. 3.4 | `prunex.admm.residuals` |
+| per-layer norms, one read | Alg. 1 line 28 | `prunex.admm.engine.NormReader`, `prunex.admm.layer_norms` |
 | state, masks, residual table, checkpoint | sec. 4.1.2 | `prunex.admm.engine.ConsensusEngine` |
 | the group mask | sec. 4.4.1 | `prunex.pruning.masks.GroupMask` |
 """
