@@ -5,7 +5,7 @@
 #   pytest_gpu.txt    pytest tests/gpu (-rA -s: the tests' printed measurements too)
 #   bench_shrink.txt  python -m prunex.bench.shrink --device cuda --keep 0.5
 #   gpu_round.txt/csv python -m benchmarks.gpu_round --device cuda --iterations 10 --profile 2 (1 x 1 ResNet-152
-#                     H-SADMM, keep 0.5: medians over the 7 frozen iterations after the first)
+#                     H-SADMM, keep 0.5: medians over the frozen iterations after the first, up to 7)
 # Usage: OUT=/some/dir bash benchmarks/gpu_checks.sh
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu-checks}
