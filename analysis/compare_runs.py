@@ -25,8 +25,10 @@ import pandas as pd
 from analysis.common import last_test_acc
 from prunex.cluster.exits import one_line
 from prunex.training.config import ArgumentParser
+from prunex.training.log import LogError, read_parquet
 
 NOT_TRAINING = ("results", "data_root", "link", "eval_every", "experiment", "init_from", "name")
+STEP_COLUMNS = ("iteration", "test_acc", "train_loss", "wall_s")  # what the comparison reads of steps.parquet
 
 
 class CompareError(ValueError):
@@ -53,7 +55,10 @@ def _steps(run: Path) -> pd.DataFrame:
     path = run / "steps.parquet"
     if not (run / "DONE").exists() or not path.exists():
         raise CompareError(f"{run}: not a finished run (no DONE or steps.parquet)")
-    return pd.read_parquet(path)
+    try:  # the project's reader: a damaged table or one without these columns is an error naming the file
+        return read_parquet(path, STEP_COLUMNS)
+    except LogError as e:
+        raise CompareError(str(e)) from None
 
 
 def compare(runs: Path, saved: Path) -> pd.DataFrame:
