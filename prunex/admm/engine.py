@@ -65,20 +65,21 @@ class NormReader:
         flat buffer its tensors are views of, back to back, or None)."""
         if len(fields) != len(columns) or any(len(c) != self.layers for c in columns):
             raise ValueError(f"{len(columns)} columns for fields {fields}, each of {self.layers} layers")
-        self.fields += fields
         if not self.layers:
+            self.fields += fields
             self.squared += [False] * len(fields)
             return
         flats = flats if flats is not None else [None] * len(columns)
         dense = []
         for field_name, column, flat in zip(fields, columns, flats, strict=True):
             if self.squares is not None and flat is not None:
+                self.fields.append(field_name)
                 self.blocks.append(self.squares(flat))
                 self.squared.append(True)
             else:
                 dense.append((field_name, column))
         if dense:  # the columns without a flat buffer: one _foreach_norm, after the segmented ones
-            self.fields = [f for f in self.fields if f not in {name for name, _ in dense}] + [n for n, _ in dense]
+            self.fields += [name for name, _ in dense]
             self.blocks.append(torch.stack(torch._foreach_norm([t for _, column in dense for t in column])))
             self.squared += [False] * len(dense)
 
