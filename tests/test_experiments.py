@@ -174,3 +174,20 @@ def test_prune_finetune_runs_wait_for_the_runs_they_need() -> None:
     assert cli.waves(waves[2]) == [waves[2]]
     with pytest.raises(ConfigError, match="init-from"):
         dataclasses.replace(configs[0], method="prune_finetune")
+
+
+def test_exported_runs_bench_with_their_profiles_budget() -> None:
+    """Every exported run times its inference for its profile's `bench_budget_s`, except the Pareto's one-machine
+    points (1 s, their budget's). The smoke profile's 0.05 s was overridden by a Pareto default of 5 s until
+    2026-11-27."""
+    from experiments import pareto, sparsity_patterns
+
+    for name in PROFILE_NAMES:
+        p = profile(name)
+        profiles = p.extra.get("bench_budget_s", RunConfig.bench_budget_s)
+        want = 1.0 if name in ("local", "regime") else profiles
+        configs = cli.resolve("pareto", pareto.runs, name, None, "results")
+        assert {c.bench_budget_s for c in configs if c.export} == {want}, name
+        (patterns,) = cli.resolve("sparsity_patterns", sparsity_patterns.runs, name, None, "results")
+        assert patterns.export and patterns.bench_budget_s == profiles, name
+    assert profile("smoke").extra["bench_budget_s"] < 1
