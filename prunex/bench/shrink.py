@@ -40,7 +40,7 @@ import torch
 import torchvision
 from torch import Tensor, nn
 
-from prunex.comm import native
+from prunex.comm import bucket_kernels, native
 from prunex.comm.shrink import BucketShrinkPlan, ShrinkPlan, compress, decompress
 from prunex.pruning.project import keep_count
 
@@ -237,6 +237,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows.append(("decompress [bucket-torch]", compact_bytes, 0.0))
         fns.append(lambda: by_index.compress(stage, packed))
         fns.append(lambda: by_index.decompress(packed, out=unpacked))
+        # the other pack kernel (`bucket_kernels.PACK_BY_BLOCKS` picks the plan's), checked to pack the same bytes
+        other = not bucket_kernels.PACK_BY_BLOCKS
+        if not torch.equal(bucket.kernels.pack(stage, torch.empty_like(packed), blocks=other), packed):
+            raise AssertionError("the two pack kernels pack other bytes")
+        rows.append((f"compress [bucket-{'blocks' if other else 'rows'}]", compact_bytes, 0.0))
+        fns.append(lambda: bucket.kernels.pack(stage, packed, blocks=other))
 
     seconds = _median_seconds(fns, device, args.repeats)
     rows = [(name, nbytes, sec) for (name, nbytes, _), sec in zip(rows, seconds, strict=True)]
@@ -272,6 +278,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"# decompress [plan] vs copy of the full-size bytes: {full_copy / dec_plan:.2f}")
     print(f"# compress [bucket] vs one contiguous copy of the compact bytes: {one_compact / comp_bucket:.2f}")
     print(f"# decompress [bucket] vs one contiguous copy of the full-size bytes: {one_full / dec_bucket:.2f}")
+    for name, _, sec in rows[first_bucket_row + 4 :]:
+        if name.startswith("compress [bucket-") and name != "compress [bucket-torch]":
+            print(f"# {name} vs one contiguous copy of the compact bytes: {one_compact / sec:.2f}")
     return 0
 
 

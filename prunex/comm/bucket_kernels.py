@@ -27,7 +27,10 @@ What they gave on one H100 (`python -m prunex.bench.shrink --device cuda`, ResNe
 `index_copy_` (0.76 of one contiguous copy of the full-size bytes); pack 0.24 ms, against 0.16 ms for
 `index_select` (0.26 and 0.375 of one contiguous copy of the packed bytes; the target is 0.5). The pack is
 kept because it also adds v_i to z_i on the kept elements (`pack`'s ``plus``), where the torch path needs
-a second gather and an add; a pack with several short rows per program is the open lever.
+a second gather and an add. Several short rows per program did not help (0.30 and 0.21 with 4 and 16 rows).
+`_pack_blocks_kernel` is `unpack` mirrored: blocks of consecutive packed elements, each program writing one
+contiguous run of the bucket and computing each element's stage position from the kept index lists; it is
+timed beside the row kernel by the bench (`PACK_BY_BLOCKS`), not yet on a GPU.
 """
 
 from __future__ import annotations
@@ -43,6 +46,11 @@ except ImportError:  # pragma: no cover - CPU-only installs without triton: the 
 
 BLOCK = 1024  # unpack: elements per program
 PACK_BLOCK = 256  # pack: elements per step along a packed row (2 warps: rows of 1x1 layers are short)
+# Which pack `BucketKernels.pack` runs: the row kernel (measured on an H100: 0.26-0.31 of a contiguous copy) or the
+# block-wise one, `unpack` mirrored (`BLOCK` packed elements per program; unpack, built the same way, measured
+# 0.76-0.80). The block-wise pack is not yet measured on a GPU: `python -m prunex.bench.shrink --device cuda`
+# times both ("compress [bucket]" and "compress [bucket-blocks]"), and the faster becomes the default.
+PACK_BY_BLOCKS = False
 
 
 def available() -> bool:
@@ -128,6 +136,51 @@ if triton is not None:
         v = tl.load(bucket_ptr + src, mask=m & (dense | kept), other=0.0)  # 0 off the support
         tl.store(stage_ptr + base + e, v, mask=m)
 
+    @triton.jit
+    def _pack_blocks_kernel(
+        stage_ptr,
+        plus_ptr,
+        bucket_ptr,
+        blk_tensor_ptr,
+        blk_start_ptr,
+        base_ptr,
+        dst_ptr,
+        numel_ptr,
+        dense_ptr,
+        cin_ptr,
+        k_ptr,
+        nq_ptr,
+        ooff_ptr,
+        ioff_ptr,
+        oidx_ptr,
+        iidx_ptr,
+        ADD: tl.constexpr,
+        BLOCK: tl.constexpr,
+    ):
+        # `unpack` mirrored: `BLOCK` consecutive packed elements of one tensor per program, written contiguously;
+        # packed element e = (p * |K_in| + q) * K + r of a constrained layer is stage element
+        # (K_out[p] * C_in + K_in[q]) * K + r after the tensor's start; a dense tensor's is e itself
+        pid = tl.program_id(0)
+        t = tl.load(blk_tensor_ptr + pid)
+        e = tl.load(blk_start_ptr + pid) + tl.arange(0, BLOCK)  # int32: within one tensor
+        m = e < tl.load(numel_ptr + t)
+        base = tl.load(base_ptr + t)
+        dst = tl.load(dst_ptr + t)
+        dense = tl.load(dense_ptr + t) != 0
+        k = tl.load(k_ptr + t)
+        nq = tl.load(nq_ptr + t)
+        cin = tl.load(cin_ptr + t)
+        r = e % k
+        row = e // k
+        gm = m & (dense == 0)
+        ko = tl.load(oidx_ptr + tl.load(ooff_ptr + t) + row // nq, mask=gm, other=0)
+        ki = tl.load(iidx_ptr + tl.load(ioff_ptr + t) + row % nq, mask=gm, other=0)
+        at = base + tl.where(dense, e, (ko * cin + ki) * k + r).to(tl.int64)
+        v = tl.load(stage_ptr + at, mask=m)
+        if ADD:  # c = z_i + v_i (Alg. 1 line 19), on the kept elements only
+            v = v + tl.load(plus_ptr + at, mask=m)
+        tl.store(bucket_ptr + dst + e, v, mask=m)
+
 
 def _pack_rows(
     layers: list[tuple[Tensor | None, Tensor | None, tuple[int, ...]]], cols: dict[str, list[int]], device: torch.device
@@ -191,7 +244,9 @@ class BucketKernels:
         cols: dict[str, list[int]] = {k: [] for k in ("base", "dst", "numel", "full", "dense", "cin", "k", "nq")}
         cols |= {k: [] for k in ("opoff", "ipoff")}
         opos, ipos = [], []
-        sizes = {"opos": 0, "ipos": 0}
+        oidx, iidx = [], []  # the kept index lists themselves, for the block-wise pack
+        cols |= {k: [] for k in ("ooff", "ioff")}
+        sizes = {"opos": 0, "ipos": 0, "oidx": 0, "iidx": 0}
         base = dst = 0
         for o, i, shape in layers:
             full = 1
@@ -214,8 +269,10 @@ class BucketKernels:
                 ip[i] = torch.arange(nq)
             for name, value in (("opoff", "opos"), ("ipoff", "ipos")):
                 cols[name].append(sizes[value])
+            cols["ooff"].append(sizes["oidx"])
+            cols["ioff"].append(sizes["iidx"])
             if not dense:
-                for lst, key, x in ((opos, "opos", op), (ipos, "ipos", ip)):
+                for lst, key, x in ((opos, "opos", op), (ipos, "ipos", ip), (oidx, "oidx", o), (iidx, "iidx", i)):
                     lst.append(x)
                     sizes[key] += x.numel()
             values = (base, dst, numel, full, int(dense), cin, k, nq)
@@ -239,12 +296,40 @@ class BucketKernels:
         self.opos, self.ipos = cat(opos), cat(ipos)
         self.unpack_tensor, self.unpack_start = _blocks(cols["full"], device)
         self.unpack_grid = self.unpack_tensor.numel()
+        self.numel_t = ints(cols["numel"])
+        self.ooff, self.ioff = ints(cols["ooff"]), ints(cols["ioff"])
+        self.oidx, self.iidx = cat(oidx), cat(iidx)
+        self.pack_tensor, self.pack_start = _blocks(cols["numel"], device)
 
-    def pack(self, stage: Tensor, out: Tensor, plus: Tensor | None = None) -> Tensor:
+    def pack(self, stage: Tensor, out: Tensor, plus: Tensor | None = None, *, blocks: bool = PACK_BY_BLOCKS) -> Tensor:
         """``out`` (the bucket's region, `numel`) = the kept elements of every tensor of the flat ``stage``
         (plus those of ``plus``, laid out alike, when given): one launch per kernel size K among the
-        bucket's layers (its row table, `_pack_rows`)."""
+        bucket's layers (its row table, `_pack_rows`), or with ``blocks`` one launch over blocks of packed
+        elements (`PACK_BY_BLOCKS`). The same bytes either way."""
         add = plus is not None
+        if blocks:
+            if self.pack_tensor.numel():
+                _pack_blocks_kernel[(self.pack_tensor.numel(),)](
+                    stage,
+                    plus if add else stage,
+                    out,
+                    self.pack_tensor,
+                    self.pack_start,
+                    self.base,
+                    self.dst,
+                    self.numel_t,
+                    self.dense,
+                    self.cin,
+                    self.k,
+                    self.nq,
+                    self.ooff,
+                    self.ioff,
+                    self.oidx,
+                    self.iidx,
+                    ADD=add,
+                    BLOCK=BLOCK,
+                )
+            return out
         for k, (src, dst, n, ioff, dense, iidx) in self.rows.items():
             grid = (src.numel(),)
             _pack_kernel[grid](
