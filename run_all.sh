@@ -136,7 +136,7 @@ bootstrap() {
     rm -rf "$target"
     "$base" -m venv "$target"
     # pip compiles the ~11,000 modules one after the other (66 s of a 2-core VM, 2026-11-27); compileall on
-    # every core, leaving out the packages' own test suites (nothing here imports them), took 30 s. A file that
+    # every core, leaving out the packages' own test suites (nothing here imports them), took 22-30 s. A file that
     # does not compile is skipped, as pip skips it.
     "$target/bin/python" -m pip install -q --no-compile --disable-pip-version-check -r requirements.txt
     "$target/bin/python" -m compileall -qq -j 0 -x '/tests?/' \
