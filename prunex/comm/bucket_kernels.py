@@ -166,13 +166,14 @@ if triton is not None:
         m = e < tl.load(numel_ptr + t)
         base = tl.load(base_ptr + t)
         dst = tl.load(dst_ptr + t)
-        dense = tl.load(dense_ptr + t) != 0
+        flag = tl.load(dense_ptr + t)
+        dense = flag != 0
         k = tl.load(k_ptr + t)
         nq = tl.load(nq_ptr + t)
         cin = tl.load(cin_ptr + t)
         r = e % k
         row = e // k
-        gm = m & (dense == 0)
+        gm = m & (flag == 0)
         ko = tl.load(oidx_ptr + tl.load(ooff_ptr + t) + row // nq, mask=gm, other=0)
         ki = tl.load(iidx_ptr + tl.load(ioff_ptr + t) + row % nq, mask=gm, other=0)
         at = base + tl.where(dense, e, (ko * cin + ki) * k + r).to(tl.int64)
