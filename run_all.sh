@@ -137,9 +137,12 @@ bootstrap() {
     "$base" -m venv "$target"
     # pip compiles the ~11,000 modules one after the other (66 s of a 2-core VM, 2026-11-27); compileall on
     # every core, leaving out the packages' own test suites (nothing here imports them), took 22-30 s. A file that
-    # does not compile is skipped, as pip skips it.
+    # does not compile is skipped, as pip skips it. At most 8 processes: a cluster's login node is shared.
     "$target/bin/python" -m pip install -q --no-compile --disable-pip-version-check -r requirements.txt
-    "$target/bin/python" -m compileall -qq -j 0 -x '/tests?/' \
+    local workers
+    workers=$(nproc 2>/dev/null || echo 1)
+    [ "$workers" -le 8 ] || workers=8
+    "$target/bin/python" -m compileall -qq -j "$workers" -x '/tests?/' \
       "$("$target/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" || true
     echo "$want" > "$target/.prunex-stamp"
   fi
