@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -449,7 +448,7 @@ def write_report(results: Path, out: Path) -> tuple[pd.DataFrame, bool]:
     md = [
         "# PruneX: the paper's claims against these logs",
         "",
-        f"Results: `{results}`; generated {time.strftime('%Y-%m-%d %H:%M:%S %Z')} by `python -m analysis.report`. "
+        f"Results: `{results}`; written by `python -m analysis.report` (no date: the same logs give the same file). "
         "Every number below comes from the logs listed here; the profile, hardware, topology and link model of "
         "the runs measuring each claim are in `claims.csv`.",
         "",

@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -72,6 +74,22 @@ def test_every_figure_and_the_report_are_written(rendered: tuple[Path, Path, lis
     for spec in report.SPECS:
         assert f"]({spec.name}.png)" in text
     assert "Where the paper contradicts itself" in text and "Reading:" in text
+
+
+def test_drawing_the_same_logs_again_gives_the_same_bytes(
+    rendered: tuple[Path, Path, list[str]], tmp_path: Path
+) -> None:
+    """What `./run_all.sh --figures-only` relies on to leave the committed figures unchanged: png, pdf, csv and
+    the report carry nothing of the moment they were drawn (a PDF's creation date, the report's time stamp)."""
+    results, first, _ = rendered
+    again = tmp_path / "figures"
+    shutil.copytree(first, again)  # drawn again in place, as --figures-only does (the report links what exists)
+    time.sleep(1.1)  # past the whole second a PDF's creation date or a time stamp would record
+    spec = fig6b_volume_total.SPEC
+    render(spec, results, again)
+    report.write_report(results, again)
+    for name in (f"{spec.name}.png", f"{spec.name}.pdf", f"{spec.name}.csv", "REPORT.md", "claims.csv"):
+        assert (again / name).read_bytes() == (first / name).read_bytes(), name
 
 
 def test_fig6b_totals_are_the_fixture_inter_bytes(rendered: tuple[Path, Path, list[str]]) -> None:
