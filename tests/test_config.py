@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from prunex.methods.registry import OWN_METHODS_HINT
 from prunex.run import main as run_main
 from prunex.training.config import METHOD_NAMES, ADMMConfig, ConfigError, RunConfig, TopKConfig
 
@@ -119,9 +120,9 @@ def test_cli_module_runs_as_a_program() -> None:
         cwd=ROOT,
         timeout=120,
     )
-    assert proc.returncode == 2 and proc.stderr.strip() == "error: unknown method 'nope'; known: " + ", ".join(
-        METHOD_NAMES
-    )
+    known = ", ".join(METHOD_NAMES)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"error: unknown method 'nope'; known: {known} ({OWN_METHODS_HINT})"
 
 
 def test_the_model_names_are_the_models_built() -> None:

@@ -4,12 +4,14 @@ the performance model prices it, and where its implementation lives.
 Plain data, torch-free, read by config validation (`prunex.training.config`), the trainer (:func:`method_class`
 imports the implementation on first use), the performance model (`prunex.perfmodel.workload` looks
 up the workload builder named here) and the analysis (`analysis.style`: labels, colours, order).
-Adding a method is one entry here plus its module.
+Adding a method is one entry here plus its module; a method of your own can also stay outside prunex: a module
+named in `PRUNEX_METHODS` calls :func:`register` when it is imported (docs/methods-of-your-own.md).
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,25 +106,65 @@ _METHODS = (
         ("ddp", "prune_finetune"),
     ),
 )
-REGISTRY: dict[str, MethodInfo] = {m.name: m for m in _METHODS}
-METHOD_NAMES: tuple[str, ...] = tuple(REGISTRY)  # in the order figures list them
 # The method-specific nested configurations: each is read by the methods whose `reads` name it.
 METHOD_SECTIONS: tuple[str, ...] = ("admm", "topk", "pactrain", "ddp", "prune_finetune")
+
+# Methods of your own: `PRUNEX_METHODS=pkg.mod[,pkg.other]` names modules, importable in every process of a run
+# (the launcher, every rank, the analysis: the variable travels with the environment, as Slurm's sbatch exports
+# it by default), that each call `register` once when imported, here, before the tables below are made. Such a
+# module should not import torch (the launchers and the analysis read the registry without it): its entry names
+# the implementation, which `method_class` imports on first use. It imports `MethodInfo` and `register` from
+# here, nothing else: the rest of this module is made after it.
+PLUGINS_ENV = "PRUNEX_METHODS"
+OWN_METHODS_HINT = f"a method of your own is registered through {PLUGINS_ENV}, see docs/methods-of-your-own.md"
+_REGISTERED: list[MethodInfo] = []
+
+
+def register(info: MethodInfo) -> None:
+    """Add a method of your own, from a module named in `PRUNEX_METHODS` while it is imported."""
+    if not isinstance(info, MethodInfo):
+        raise TypeError(f"register takes a MethodInfo, got {type(info).__name__}")
+    if "REGISTRY" in globals():
+        raise RuntimeError(
+            f"register({info.name!r}) after the registry was made: name its module in {PLUGINS_ENV} instead of "
+            "importing it yourself"
+        )
+    if info.name in {m.name for m in (*_METHODS, *_REGISTERED)}:
+        raise ValueError(f"method {info.name!r} is registered twice")
+    if unknown := sorted(set(info.reads) - set(METHOD_SECTIONS)):
+        raise ValueError(f"method {info.name!r} reads {unknown}; RunConfig's sections: {', '.join(METHOD_SECTIONS)}")
+    _REGISTERED.append(info)
+
+
+# A module that fails to import is not raised here, at import time, as a traceback: every RunConfig and
+# `method_info` refuses with this one line instead, so that the commands print it as their other refusals.
+PLUGIN_ERROR = ""
+for _module in filter(None, (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(","))):
+    try:
+        importlib.import_module(_module)
+    except Exception as e:  # ImportError, or what the module itself raised (a bad `register` call)
+        PLUGIN_ERROR = f"{PLUGINS_ENV} names {_module!r}, which failed to import: {type(e).__name__}: {e}"
+        break
+
+REGISTRY: dict[str, MethodInfo] = {m.name: m for m in (*_METHODS, *_REGISTERED)}
+METHOD_NAMES: tuple[str, ...] = tuple(REGISTRY)  # in the order figures list them (yours after the paper's)
 
 
 def readers(section: str) -> tuple[str, ...]:
     """The methods that read the nested configuration `section` (every method for one not in METHOD_SECTIONS)."""
     if section not in METHOD_SECTIONS:
         return METHOD_NAMES
-    return tuple(m.name for m in _METHODS if section in m.reads)
+    return tuple(m.name for m in REGISTRY.values() if section in m.reads)
 
 
 def method_info(name: str) -> MethodInfo:
     """The entry of ``name``; ValueError naming the known methods otherwise."""
+    if PLUGIN_ERROR:
+        raise ValueError(PLUGIN_ERROR)
     try:
         return REGISTRY[name]
     except KeyError:
-        raise ValueError(f"unknown method {name!r}; known: {', '.join(METHOD_NAMES)}") from None
+        raise ValueError(f"unknown method {name!r}; known: {', '.join(METHOD_NAMES)} ({OWN_METHODS_HINT})") from None
 
 
 def method_class(name: str) -> Any:

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any, NoReturn
 
-from prunex.methods.registry import METHOD_NAMES, METHOD_SECTIONS, method_info
+from prunex.methods.registry import METHOD_NAMES, METHOD_SECTIONS, OWN_METHODS_HINT, PLUGIN_ERROR, method_info
 
 # Names that can become part of a directory or a Slurm job name: no path separators, no spaces,
 # no shell metacharacters, no leading dot (so "..", ".hidden" are refused).
@@ -336,8 +336,10 @@ class RunConfig:
             for key, value in DATASET_DEFAULTS[self.dataset].items():
                 if getattr(self, key) is None:
                     object.__setattr__(self, key, value)
+        if PLUGIN_ERROR:
+            raise ConfigError(PLUGIN_ERROR)
         if self.method not in METHOD_NAMES:
-            raise ConfigError(f"unknown method {self.method!r}; known: {', '.join(METHOD_NAMES)}")
+            raise ConfigError(f"unknown method {self.method!r}; known: {', '.join(METHOD_NAMES)} ({OWN_METHODS_HINT})")
         if self.model not in MODEL_NAMES:
             raise ConfigError(f"unknown model {self.model!r}; known: {', '.join(sorted(MODEL_NAMES))}")
         if self.dataset not in DATASET_NAMES:

@@ -1,0 +1,1 @@
+"""Examples of using prunex as a library (examples/README.md)."""

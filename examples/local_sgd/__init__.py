@@ -1,0 +1,35 @@
+"""Local SGD (periodic model averaging) registered as a method of your own: the example of
+docs/methods-of-your-own.md.
+
+Every rank takes `PERIOD` SGD steps on its own shard, then the ranks average their parameters with one flat
+AllReduce (Stich 2019, "Local SGD converges fast and communicates little"; Lin et al. 2020, "Don't use large
+mini-batches, use local SGD"). A communication-efficient baseline of the kind a researcher compares against
+PruneX: it sends DDP's bytes once every `PERIOD` steps instead of every step.
+
+    PRUNEX_METHODS=examples.local_sgd python -m prunex.run --method local_sgd --nodes 2 --procs-per-node 2 \\
+        --executor local --results /tmp/r
+
+This module only registers the method: it is imported wherever the registry is (launchers, analysis) and stays
+torch-free; `examples.local_sgd.method` holds the implementation, imported by the ranks.
+"""
+
+from __future__ import annotations
+
+from prunex.methods.registry import MethodInfo, register
+
+PERIOD = 8  # local SGD steps between two averagings; an epoch's last step always averages (see method.py)
+
+register(
+    MethodInfo(
+        name="local_sgd",
+        label="Local SGD (example)",
+        color="#17becf",  # cyan: no paper method has it
+        implementation="examples.local_sgd.method:LocalSGD",
+        outer_iterations=False,  # one logged iteration is one SGD step
+        # the performance model prices it as DDP: one AllReduce of every gradient per step, PERIOD x what it
+        # sends; an upper bound, which is what the Slurm time limits it feeds need
+        workload="ddp",
+        summary=f"flat AllReduce (average) of all parameters every {PERIOD} local steps and at each epoch's end",
+        reads=(),  # no nested configuration of RunConfig: its one setting is PERIOD above
+    )
+)

@@ -1,0 +1,113 @@
+"""A method of your own, kept outside prunex (docs/methods-of-your-own.md): a module named in `PRUNEX_METHODS`
+registers it, and it then trains, logs and evaluates through `python -m prunex.run` like the paper's methods.
+The example is `examples/local_sgd` (local SGD with periodic averaging)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from prunex.methods.registry import METHOD_NAMES, PLUGINS_ENV
+from prunex.training.config import ConfigError, RunConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _env(plugins: str, *extra_path: Path) -> dict[str, str]:
+    path = os.pathsep.join([str(ROOT), *map(str, extra_path)])
+    return {**os.environ, PLUGINS_ENV: plugins, "PYTHONPATH": path}
+
+
+def test_a_module_named_in_the_variable_registers_its_method_without_torch() -> None:
+    code = (
+        "import sys\n"
+        "from prunex.methods.registry import METHOD_NAMES, MethodInfo, method_info, register\n"
+        "from prunex.training.config import RunConfig\n"
+        "from analysis import style\n"
+        "RunConfig(method='local_sgd')\n"
+        "print(METHOD_NAMES[-1], '|', style.method_label('local_sgd'), '|', 'torch' in sys.modules)\n"
+        "try:\n"
+        "    register(MethodInfo('mine', 'Mine', '#000000', 'x:Y', False, 'ddp', 'nothing'))\n"
+        "except RuntimeError as e:\n"
+        "    print(e)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=_env("examples.local_sgd"), capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    first, late = proc.stdout.strip().splitlines()
+    # listed after the paper's methods, labelled in figures; registering keeps the launchers torch-free
+    assert first == "local_sgd | Local SGD (example) | False"
+    assert late.startswith("register('mine') after the registry was made")
+
+
+def test_without_the_variable_the_method_is_unknown_and_the_error_says_how() -> None:
+    if "local_sgd" in METHOD_NAMES:
+        pytest.skip(f"this pytest process was started with {PLUGINS_ENV} naming the example")
+    with pytest.raises(ConfigError, match=f"unknown method 'local_sgd'; .*registered through {PLUGINS_ENV}"):
+        RunConfig(method="local_sgd")
+
+
+_REGISTER = "from prunex.methods.registry import MethodInfo, register\nregister(MethodInfo({}))\n"
+
+
+@pytest.mark.parametrize(
+    ("plugins", "source", "error"),
+    [
+        ("examples.nope", "", "ModuleNotFoundError: No module named 'examples.nope'"),
+        (
+            "my_plugin",
+            _REGISTER.format("'ddp', 'again', '#000000', 'x:Y', False, 'ddp', 'a second ddp'"),
+            "ValueError: method 'ddp' is registered twice",
+        ),
+        (
+            "my_plugin",
+            _REGISTER.format("'mine', 'Mine', '#000000', 'x:Y', False, 'ddp', 'mine', ('mine',)"),
+            "ValueError: method 'mine' reads ['mine']; RunConfig's sections: admm, topk, pactrain, ddp, prune_finetune",
+        ),
+    ],
+)
+def test_a_module_that_fails_is_one_line_and_nothing_is_launched(
+    plugins: str, source: str, error: str, tmp_path: Path
+) -> None:
+    (tmp_path / "my_plugin.py").write_text(source)
+    results = tmp_path / "results"
+    argv = [sys.executable, "-m", "prunex.run", "--method", "ddp", "--executor", "local", "--results", str(results)]
+    proc = subprocess.run(argv, env=_env(plugins, tmp_path), capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"error: {PLUGINS_ENV} names {plugins!r}, which failed to import: {error}"
+    assert not results.exists()
+
+
+@pytest.mark.slow
+def test_the_example_trains_logs_and_averages_through_prunex_run(data_root: Path, tmp_path: Path) -> None:
+    # 640 images on 2 ranks, batch 32: 10 steps in the one epoch, so the example averages after step 8 (its
+    # PERIOD) and after step 10 (the epoch's last, before the evaluation), nowhere else
+    results = tmp_path / "results"
+    argv = [
+        sys.executable, "-m", "prunex.run", "--method", "local_sgd", "--nodes", "2", "--procs-per-node", "1",
+        "--executor", "local", "--dataset", "digits", "--data-root", str(data_root), "--train-subset", "640",
+        "--epochs", "1", "--bn-batches", "2", "--name", "mine", "--results", str(results),
+    ]  # fmt: skip
+    proc = subprocess.run(argv, env=_env("examples.local_sgd"), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = results / "adhoc" / "mine"
+    assert (run / "DONE").exists()
+    assert json.loads((run / "config.json").read_text())["method"] == "local_sgd"
+    steps = pd.read_parquet(run / "steps.parquet")
+    assert list(steps["iteration"]) == list(range(10)) and steps["test_acc"].iloc[-1] > 0
+    state = torch.load(run / "final_model.pt", weights_only=True)
+    buffers = ("running_mean", "running_var", "num_batches_tracked")
+    params = sum(v.numel() for k, v in state.items() if not k.endswith(buffers))
+    comm = pd.read_parquet(run / "comm.parquet")
+    for rank in (0, 1):
+        mine = comm[comm["rank"] == rank]
+        assert list(mine["iteration"]) == [7, 9] and set(mine["op"]) == {"allreduce"}, mine
+        assert (mine["bytes"] == 4 * params).all()  # every parameter, float32, once per averaging
