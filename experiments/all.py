@@ -9,7 +9,8 @@ resumes where it was (`experiments.cli`): finished runs are skipped, live jobs r
 ones resubmitted. A failed run does not stop the others; the exit code is 1 if any failed.
 `--dry-run` prints every run's Slurm parameters and estimated GPU-hours and the total over the
 distinct trainings:
-`python -m experiments.all --profile paper --site puhti --account X --dry-run`.
+`python -m experiments.all --profile paper --site puhti --account X --dry-run`. `--with-method METHOD` adds
+a method of your own to the experiments that compare methods (`experiments.cli`).
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ import fnmatch
 import importlib
 import sys
 import time
+from types import ModuleType
 
 from experiments import cli
 from prunex.cluster.exits import one_line
 from prunex.cluster.slurm import check_submission
-from prunex.training.config import ConfigError
+from prunex.training.config import ConfigError, RunConfig
 
 EXPERIMENTS = (
     "time_to_accuracy",
@@ -38,6 +40,14 @@ EXPERIMENTS = (
 )
 
 
+def _resolve(name: str, module: ModuleType, args: argparse.Namespace) -> list[RunConfig]:
+    """The experiment's runs; `--with-method` applies to the experiments that compare methods, not the others."""
+    extra = args.with_method if name in cli.WITH_METHOD_EXPERIMENTS else ()
+    return cli.resolve(
+        name, module.runs, args.profile, args.executor, args.results, device=args.device, with_methods=extra
+    )
+
+
 def dry_run(args: argparse.Namespace, names: list[str]) -> int:
     """Every experiment's runs with their Slurm parameters and estimated GPU-hours, then the total over
     the distinct trainings: experiments asking for the same training share one run
@@ -47,7 +57,7 @@ def dry_run(args: argparse.Namespace, names: list[str]) -> int:
         runs, noted, distinct = 0, set(), {}
         for name in names:
             module = importlib.import_module(f"experiments.{name}")
-            configs = cli.resolve(name, module.runs, args.profile, args.executor, args.results, device=args.device)
+            configs = _resolve(name, module, args)
             n, _ = cli.dry_run(name, configs, slurm, noted)
             runs += n
             for c in configs:
@@ -85,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         selected = {}
         for name in names:
             module = importlib.import_module(f"experiments.{name}")
-            configs = cli.resolve(name, module.runs, args.profile, args.executor, args.results, device=args.device)
+            configs = _resolve(name, module, args)
             if args.checkpoint_every_min is not None:
                 configs = [dataclasses.replace(c, checkpoint_every_min=args.checkpoint_every_min) for c in configs]
             selected[name] = configs

@@ -1,7 +1,7 @@
 """The command line every experiment module shares, and the driver that runs experiments.
 
     python -m experiments.NAME --profile {smoke,local,paper} --executor {debug,local,slurm} \\
-        --results DIR [--only GLOB] [--dry-run] [--detach]
+        --results DIR [--only GLOB] [--dry-run] [--detach] [--with-method METHOD]
 
 `--dry-run` prints every run with exactly what submitit would receive and its estimated GPU-hours
 (with `--site`: the performance model on the site's cluster file), then the total, and submits
@@ -10,6 +10,11 @@ nothing. Device and cluster options (`--device --site --account --partition --ti
 (an unknown profile, an unwritable results directory, a missing dataset, a configuration that
 would train nothing, no account on a real Slurm) is one line and exit code 2 before anything is
 submitted.
+
+`--with-method METHOD` (repeatable; the experiments that compare methods: `WITH_METHOD_EXPERIMENTS`) adds a
+run of METHOD, a method of your own (docs/methods-of-your-own.md), beside each of the experiment's DDP runs,
+with that run's settings (topology, model, data, epochs, batch size, learning rate, seed, link) and DDP's name
+with the method's in its place: the figures then draw it beside the paper's methods.
 
 A run is identified by its training configuration (`prunex.cluster.rundir.run_dir_for`): a run another
 experiment already trained is not trained again, only linked as `RESULTS/<experiment>/<name>`.
@@ -37,7 +42,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from experiments.common import PROFILE_NAMES, Profile, profile
@@ -66,10 +71,13 @@ from prunex.cluster.slurm import (
     estimate_for,
     slurm_options_from_args,
 )
+from prunex.methods.registry import PAPER_METHODS, method_info
 from prunex.training.config import EXECUTOR_NAMES, ArgumentParser, ConfigError, RunConfig
 from prunex.training.log import DONE
 
 RunsFn = Callable[[Profile], list[RunConfig]]
+# The experiments whose figures set methods side by side, each with DDP among them: `--with-method` applies there.
+WITH_METHOD_EXPERIMENTS = ("time_to_accuracy", "volume", "latency", "strong_scaling")
 
 
 def parser(name: str, doc: str | None) -> argparse.ArgumentParser:
@@ -80,6 +88,14 @@ def parser(name: str, doc: str | None) -> argparse.ArgumentParser:
     p.add_argument("--only", help="run only the runs whose name matches this glob")
     p.add_argument(
         "--dry-run", action="store_true", help="print the runs, their Slurm parameters and estimated GPU-hours"
+    )
+    p.add_argument(
+        "--with-method",
+        action="append",
+        default=[],
+        metavar="METHOD",
+        help="also run METHOD (a method of your own: PRUNEX_METHODS, docs/methods-of-your-own.md) with the settings "
+        f"of each DDP run of the experiment; repeatable; for {', '.join(WITH_METHOD_EXPERIMENTS)}",
     )
     add_config_options(p, only=("checkpoint_every_min",))  # applied to every run; not part of a run's identity
     add_cluster_options(p)  # --device, --site, --account, ..., --detach (prunex.cluster.slurm)
@@ -102,18 +118,47 @@ def resolve(
     results: str,
     only: str | None = None,
     device: str | None = None,
+    with_methods: Sequence[str] = (),
 ) -> list[RunConfig]:
     """The experiment's runs for a profile and executor, in the results directory (`device`: overrides
-    the profile's)."""
+    the profile's), with a run of each of `with_methods` beside each DDP run (module docstring)."""
     overrides = {"results": results, **({"device": device} if device else {})}
     p = profile(profile_name, executor, regime_of(profile_name, results))
     configs = [dataclasses.replace(c, **overrides) for c in runs_fn(p)]
+    configs += beside_ddp(name, configs, with_methods)
     names = [c.name for c in configs]
     if len(set(names)) != len(names):
         raise ConfigError(f"experiment {name}: duplicate run names {sorted({n for n in names if names.count(n) > 1})}")
     if only:
         configs = [c for c in configs if fnmatch.fnmatch(c.name, only)]
     return configs
+
+
+def beside_ddp(name: str, configs: list[RunConfig], methods: Sequence[str]) -> list[RunConfig]:
+    """A run of each of `methods` per DDP run of `configs`, with its settings, named after it ("ddp-..." ->
+    "METHOD-..."); [] without `methods`. ConfigError for an experiment that does not compare methods or a
+    method that is not registered (or is one of the paper's: the profiles run those as the paper does)."""
+    if not methods:
+        return []
+    if name not in WITH_METHOD_EXPERIMENTS:
+        raise ConfigError(
+            f"--with-method: experiment {name} does not compare methods ({', '.join(WITH_METHOD_EXPERIMENTS)} do)"
+        )
+    added = []
+    for method in methods:
+        try:
+            method_info(method)
+        except ValueError as e:
+            raise ConfigError(f"--with-method: {e}") from None
+        if method in PAPER_METHODS:
+            raise ConfigError(
+                f"--with-method: {method} is one of the paper's methods, which the profiles already place"
+            )
+        for c in configs:
+            if c.method == "ddp":
+                run_name = method + c.name[len("ddp") :] if c.name.startswith("ddp") else f"{method}-{c.name}"
+                added.append(dataclasses.replace(c, method=method, name=run_name))
+    return added
 
 
 def slurm_options(args: argparse.Namespace) -> SlurmOptions:
@@ -296,7 +341,9 @@ def run_experiments(
 def main(name: str, runs_fn: RunsFn, doc: str | None = None, argv: list[str] | None = None) -> int:
     args = parser(name, doc).parse_args(argv)
     try:
-        configs = resolve(name, runs_fn, args.profile, args.executor, args.results, args.only, args.device)
+        configs = resolve(
+            name, runs_fn, args.profile, args.executor, args.results, args.only, args.device, args.with_method
+        )
         if args.checkpoint_every_min is not None:
             configs = [dataclasses.replace(c, checkpoint_every_min=args.checkpoint_every_min) for c in configs]
         slurm = slurm_options(args)

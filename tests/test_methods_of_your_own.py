@@ -86,6 +86,34 @@ def test_a_module_that_fails_is_one_line_and_nothing_is_launched(
     assert not results.exists()
 
 
+def test_experiments_add_it_beside_each_ddp_run_with_ddps_settings(tmp_path: Path) -> None:
+    code = (
+        "import dataclasses\n"
+        "from experiments import cli, strong_scaling\n"
+        "cs = cli.resolve('strong_scaling', strong_scaling.runs, 'paper', None, 'r', with_methods=['local_sgd'])\n"
+        "ddp = {c.name[len('ddp'):]: c for c in cs if c.method == 'ddp'}\n"
+        "mine = {c.name[len('local_sgd'):]: c for c in cs if c.method == 'local_sgd'}\n"
+        "assert ddp and sorted(mine) == sorted(ddp), (sorted(mine), sorted(ddp))\n"
+        "for k, c in mine.items():\n"
+        "    assert dataclasses.replace(c, method='ddp', name=ddp[k].name) == ddp[k], k\n"
+        "print(len(mine), sorted(c.name for c in mine.values())[0])\n"
+    )
+    env = _env("examples.local_sgd")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["4", "local_sgd-resnet152-16x4"]  # one per DDP run: 2, 4, 8 and 16 nodes
+    for experiment, method, error in [
+        ("residuals", "local_sgd", "experiment residuals does not compare methods"),
+        ("volume", "topk", "topk is one of the paper's methods"),
+    ]:
+        argv = [sys.executable, "-m", f"experiments.{experiment}", "--results", str(tmp_path / "r")]
+        proc = subprocess.run(
+            [*argv, "--dry-run", "--with-method", method], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert proc.returncode == 2 and proc.stderr.startswith(f"error: --with-method: {error}"), proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1 and not proc.stdout
+
+
 @pytest.mark.slow
 def test_the_example_trains_logs_and_averages_through_prunex_run(data_root: Path, tmp_path: Path) -> None:
     # 640 images on 2 ranks, batch 32: 10 steps in the one epoch, so the example averages after step 8 (its

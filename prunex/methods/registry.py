@@ -146,6 +146,7 @@ for _module in filter(None, (m.strip() for m in os.environ.get(PLUGINS_ENV, "").
         PLUGIN_ERROR = f"{PLUGINS_ENV} names {_module!r}, which failed to import: {type(e).__name__}: {e}"
         break
 
+PAPER_METHODS: tuple[str, ...] = tuple(m.name for m in _METHODS)  # H-SADMM and its baselines: not registered ones
 REGISTRY: dict[str, MethodInfo] = {m.name: m for m in (*_METHODS, *_REGISTERED)}
 METHOD_NAMES: tuple[str, ...] = tuple(REGISTRY)  # in the order figures list them (yours after the paper's)
 
