@@ -17,6 +17,11 @@ nodes x 2 processes (local executor, gloo), per seed S:
    - ``ptf-keepK-sS``: the start pruned once by filter L1 norms to the FLOPs that ``hsadmm-keepK-sS``'s
      exported model achieved, then fine-tuned with DDP.
 
+`--keeps` chooses the channel keeps (default `KEEPS`, the ones with targets). Keep 1 is a control without
+targets: H-SADMM's schedule (dynamic iterations, the freeze and its reset, retraining) with nothing pruned, so
+its distance to dense DDP is what consensus training costs at this budget before any pruning (no
+prune-then-finetune run: at 100% of the FLOPs it would be the dense DDP run again).
+
 Every accuracy is the final model's (the one `final_model.pt` holds and `prunex.pruning.export` exports) on the
 whole 10,000-image test split. Targets (issue 26, after the paper's 4.6-point drop at 50% channels): the
 median over seeds of H-SADMM's accuracy within `TARGET_GAP[K]` points of dense DDP's, and no seed
@@ -26,7 +31,8 @@ fixed before any of these runs was made.
 
 Run::
 
-    PYTHONPATH=. python -m benchmarks.pruned [--seeds 0,1,2] [--results DIR] [--out saved-logs/bench/pruned.csv]
+    PYTHONPATH=. python -m benchmarks.pruned [--seeds 0,1,2] [--keeps 1,0.5,0.25] [--results DIR] \\
+        [--out saved-logs/bench/pruned.csv]
 
 Exit code 1 when a target is missed.
 """
@@ -94,7 +100,7 @@ def _final(run_dir: Path) -> dict[str, float]:
     return out
 
 
-def run_seed(seed: int, root: Path, data_root: str) -> list[dict[str, object]]:
+def run_seed(seed: int, root: Path, data_root: str, keeps: tuple[float, ...] = KEEPS) -> list[dict[str, object]]:
     rows: list[dict[str, object]] = []
 
     def go(name: str, method: str, epochs_label: int, **fields: object) -> dict[str, object]:
@@ -109,7 +115,7 @@ def run_seed(seed: int, root: Path, data_root: str) -> list[dict[str, object]]:
     start = f"start-s{seed}"
     go(start, "ddp", START_EPOCHS, epochs=START_EPOCHS)
     go(f"ddp-s{seed}", "ddp", BUDGET_EPOCHS, epochs=BUDGET_EPOCHS, init_from=start, export=True)
-    for k in KEEPS:
+    for k in keeps:
         hs = f"hsadmm-keep{k:g}-s{seed}"
         go(
             hs,
@@ -119,6 +125,8 @@ def run_seed(seed: int, root: Path, data_root: str) -> list[dict[str, object]]:
             admm=ADMMConfig(**{**ADMM.__dict__, "channel_keep": k}),
             export=True,
         )
+        if k == 1.0:
+            continue  # the control: prune-then-finetune would be the dense DDP run again
         go(
             f"ptf-keep{k:g}-s{seed}",
             "prune_finetune",
@@ -131,12 +139,20 @@ def run_seed(seed: int, root: Path, data_root: str) -> list[dict[str, object]]:
     return rows
 
 
-def verdicts(df: pd.DataFrame) -> tuple[list[str], bool]:
+def verdicts(df: pd.DataFrame, keeps: tuple[float, ...] = KEEPS) -> tuple[list[str], bool]:
     """The report's lines and whether every target holds."""
     lines, ok = [], True
     dense = df[df["method"] == "ddp"].query("epochs == @BUDGET_EPOCHS").set_index("seed")["acc_pct"]
     lines.append(f"dense DDP: median {dense.median():.1f}% (range {dense.min():.1f}-{dense.max():.1f})")
-    for k in KEEPS:
+    if 1.0 in keeps:
+        hs = df[df["run"].str.startswith("hsadmm-keep1-")].set_index("seed")
+        gap = dense - hs["acc_pct"]
+        lines.append(
+            f"keep 1 (control, nothing pruned): H-SADMM median {hs['acc_pct'].median():.1f}% (range "
+            f"{hs['acc_pct'].min():.1f}-{hs['acc_pct'].max():.1f}), {statistics.median(gap):.1f} points below dense "
+            f"(per seed {', '.join(f'{g:.1f}' for g in gap)}): consensus training alone, no target"
+        )
+    for k in (k for k in keeps if k in TARGET_GAP):
         hs = df[df["run"].str.startswith(f"hsadmm-keep{k:g}-")].set_index("seed")
         ptf = df[df["run"].str.startswith(f"ptf-keep{k:g}-")].set_index("seed")
         gap = dense - hs["acc_pct"]
@@ -160,12 +176,18 @@ def verdicts(df: pd.DataFrame) -> tuple[list[str], bool]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--keeps", default=",".join(f"{k:g}" for k in KEEPS), help="channel keeps; 1 adds the control")
     ap.add_argument("--results", default=None, help="keep the runs here (default: a temporary directory)")
     ap.add_argument("--data-root", default="", help="data root ('' : $PRUNEX_DATA or ./data)")
     ap.add_argument("--out", default=None, help="write the per-run table here (csv)")
     args = ap.parse_args(argv)
     try:
         seeds = [int(s) for s in args.seeds.split(",") if s]
+        keeps = tuple(float(k) for k in args.keeps.split(",") if k)
+        if unknown := [k for k in keeps if k not in (1.0, *KEEPS)]:
+            raise ValueError(
+                f"--keeps: {unknown} (the benchmark's keeps are 1 and {', '.join(f'{k:g}' for k in KEEPS)})"
+            )
         load_dataset(DATASET, args.data_root or None, train=False)  # present (or unpacked) before any launch
     except (ValueError, OSError) as e:
         print(f"error: {one_line(e)}", file=sys.stderr)
@@ -178,14 +200,14 @@ def main(argv: list[str] | None = None) -> int:
         f"{BUDGET_EPOCHS * steps} SGD steps per rank for every method; seeds {seeds}",
         flush=True,
     )
-    rows = [row for s in seeds for row in run_seed(s, root, args.data_root)]
+    rows = [row for s in seeds for row in run_seed(s, root, args.data_root, keeps)]
     df = pd.DataFrame(rows)
     df["sgd_steps_per_rank"] = df["epochs"] * steps
     df["hardware"] = hardware_name("cpu")
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         df.to_csv(args.out, index=False)
-    lines, ok = verdicts(df)
+    lines, ok = verdicts(df, keeps)
     print("\n".join(lines))
     print(f"runs in {root}")
     return 0 if ok else 1
