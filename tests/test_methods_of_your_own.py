@@ -102,9 +102,12 @@ def test_experiments_add_it_beside_each_ddp_run_with_ddps_settings(tmp_path: Pat
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["4", "local_sgd-resnet152-16x4"]  # one per DDP run: 2, 4, 8 and 16 nodes
+    (tmp_path / "my_plugin.py").write_text(_REGISTER.format("'mine', 'Mine', '#000000', 'x:Y', False, 'nope', 'mine'"))
+    env = _env("examples.local_sgd,my_plugin", tmp_path)
     for experiment, method, error in [
         ("residuals", "local_sgd", "experiment residuals does not compare methods"),
         ("volume", "topk", "topk is one of the paper's methods"),
+        ("volume", "mine", "mine names the workload 'nope'; known: hsadmm, flat_admm, ddp, topk, pactrain"),
     ]:
         argv = [sys.executable, "-m", f"experiments.{experiment}", "--results", str(tmp_path / "r")]
         proc = subprocess.run(

@@ -393,7 +393,10 @@ def method_workload(
     """The :class:`Workload` of one iteration of ``method`` (``shard``: training samples per rank), by
     the builder its registry entry names. ``kept``/``dynamic`` (H-SADMM): the kept groups (default: from
     the keep rates) and the share of iterations with a dynamic mask (default: ``opts.dynamic_fraction``)."""
-    work = WORKLOADS[method_info(method).workload](spec, opts, world, shard, kept, dynamic)
+    name = method_info(method).workload
+    if name not in WORKLOADS:  # a registered method of your own can name anything (docs/methods-of-your-own.md)
+        raise ValueError(f"method {method!r} names the workload {name!r}; known: {', '.join(WORKLOADS)}")
+    work = WORKLOADS[name](spec, opts, world, shard, kept, dynamic)
     return replace(work, method=method)  # a method may share another's workload (prune_finetune: DDP's)
 
 
