@@ -72,6 +72,11 @@ _REGISTER = "from prunex.methods.registry import MethodInfo, register\nregister(
             _REGISTER.format("'mine', 'Mine', '#000000', 'x:Y', False, 'ddp', 'mine', ('mine',)"),
             "ValueError: method 'mine' reads ['mine']; RunConfig's sections: admm, topk, pactrain, ddp, prune_finetune",
         ),
+        (
+            "my_plugin",
+            _REGISTER.format("'mine', 'Mine', '#000000', 'x:Y', True, 'hsadmm', 'mine'"),
+            "ValueError: method 'mine': outer iterations are ADMM's; it must read the 'admm' section",
+        ),
     ],
 )
 def test_a_module_that_fails_is_one_line_and_nothing_is_launched(

@@ -131,6 +131,10 @@ def register(info: MethodInfo) -> None:
         )
     if info.name in {m.name for m in (*_METHODS, *_REGISTERED)}:
         raise ValueError(f"method {info.name!r} is registered twice")
+    if info.implementation.count(":") != 1:
+        raise ValueError(f"method {info.name!r}: implementation must be 'module:Class', got {info.implementation!r}")
+    if info.outer_iterations and "admm" not in info.reads:  # its iterations are counted from the admm section
+        raise ValueError(f"method {info.name!r}: outer iterations are ADMM's; it must read the 'admm' section")
     if unknown := sorted(set(info.reads) - set(METHOD_SECTIONS)):
         raise ValueError(f"method {info.name!r} reads {unknown}; RunConfig's sections: {', '.join(METHOD_SECTIONS)}")
     _REGISTERED.append(info)
