@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 import tempfile
@@ -95,8 +96,9 @@ def _final(run_dir: Path) -> dict[str, float]:
         row = pd.read_parquet(freeze).iloc[0]
         out["froze_after"] = int(row["last_dynamic"])
         out["freeze_reason"] = str(row["reason"])
-        masks = pd.read_parquet(run_dir / "masks.parquet")
-        out["drift_zero_from"] = drift_zero_from(masks, int(row["last_dynamic"]))
+        masks = run_dir / "masks.parquet"  # none at keep 1: nothing is masked, so nothing can drift
+        zero = drift_zero_from(pd.read_parquet(masks), int(row["last_dynamic"])) if masks.exists() else math.nan
+        out["drift_zero_from"] = zero
     return out
 
 
