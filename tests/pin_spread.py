@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from distributed import close_pool, run_distributed  # noqa: E402
-from pins import CASES, PIN_ENV, SPREAD, deviation, run_case  # noqa: E402
+from pins import CASES, PIN_ENV, SPREAD, deviation, pin_data, run_case  # noqa: E402
 
 # name -> (environment changes against PIN_ENV (None: unset), run_case keyword arguments). Not among them,
 # measured once on hsadmm-2x1 (AMD EPYC): MKL_CBWR=AVX2 and =AVX512 gave exactly MKL's own dispatch (Intel
@@ -62,7 +62,6 @@ def _call(rank: int, name: str, root: str, data_root: str, kwargs: dict) -> dict
 
 
 def main(argv: list[str] | None = None) -> int:
-    from prunex.training.data import make_digits
     from prunex.training.log import hardware_name
 
     names = sys.argv[1:] if argv is None else argv
@@ -70,8 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"error: unknown case(s) {', '.join(unknown)}; known: {', '.join(CASES)}", file=sys.stderr)
         return 2
-    data_root = tempfile.mkdtemp(prefix="pin-data-")
-    make_digits(data_root)
+    full = tempfile.mkdtemp(prefix="pin-data-")  # digits made here, then the pins' cut of it beside
+    data_root = str(pin_data(full, Path(full) / "pins"))
     out: dict = json.loads(SPREAD.read_text()) if names and SPREAD.exists() else {"cases": {}}
     out.update(host=platform.processor() or platform.machine(), cpu=hardware_name("cpu"))
     out.setdefault("measured", dict.fromkeys(out["cases"], out.get("date", "unknown")))

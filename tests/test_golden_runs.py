@@ -1,8 +1,8 @@
 """Behaviour pins: one smoke run per method; its logs (times excluded) and final model against `tests/golden/runs.json`.
 
 Each case (`tests/pins.py`'s `CASES`) runs the per-rank training loop (`prunex.training.train._train`) in two real
-gloo processes (tests/distributed.py), with a tiny training subset. A refactor that changes the math must
-fail a pin, on whichever x86-64 host CI lands.
+gloo processes (tests/distributed.py), with a tiny training subset, evaluated on digits' first 64 test images
+(`pins.PIN_TEST_IMAGES`). A refactor that changes the math must fail a pin, on whichever x86-64 host CI lands.
 
 **Why not bitwise float32.** float32 pins made on an AMD EPYC failed on an Intel Xeon (issue 25) with
 no change to the code: the kernels oneDNN and MKL pick, and their blocking, depend on the CPU, even with
@@ -52,7 +52,7 @@ from pathlib import Path
 
 import pytest
 from distributed import close_pool, run_distributed
-from pins import CASES, GOLDEN, PIN_ENV, SPREAD, compare, deviation, dump, run_case
+from pins import CASES, GOLDEN, PIN_ENV, SPREAD, compare, deviation, dump, pin_data, run_case
 
 from prunex.training.config import ADMMConfig
 
@@ -86,6 +86,12 @@ def _close_the_pins_pool() -> object:
     close_pool(2, PIN_ENV)
 
 
+@pytest.fixture(scope="module")
+def pins_data(data_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The pins' data root: digits with its test split cut to `pins.PIN_TEST_IMAGES` images (`pins.pin_data`)."""
+    return pin_data(data_root, tmp_path_factory.mktemp("pin-data"))
+
+
 def _run(name: str, root: Path, data_root: Path, fields: dict | None = None) -> dict:
     return run_distributed(run_case, 2, name, str(root), str(data_root), fields, timeout_s=300, env=PIN_ENV)[0]
 
@@ -112,10 +118,10 @@ def _accuracy_where_pinned(got: dict, want: dict) -> dict:
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_logs_match_the_pinned_run(name: str, data_root: Path, tmp_path: Path) -> None:
+def test_logs_match_the_pinned_run(name: str, pins_data: Path, tmp_path: Path) -> None:
     update = bool(os.environ.get("PRUNEX_UPDATE_GOLDEN"))
     every = name in EVALUATED_EVERY_ITERATION and not update  # a pin is recorded at its case's own cadence
-    got = _run(name, tmp_path, data_root, {"eval_every": 1} if every else None)
+    got = _run(name, tmp_path, pins_data, {"eval_every": 1} if every else None)
     if update:
         golden = json.loads(GOLDEN.read_text()) if GOLDEN.exists() else {}
         golden[name] = got
@@ -147,8 +153,8 @@ PERTURBED = {
 
 
 @pytest.mark.parametrize("name", list(PERTURBED))
-def test_pin_catches_a_small_change(name: str, data_root: Path, tmp_path: Path) -> None:
-    got = _run(name, tmp_path, data_root, PERTURBED[name])
+def test_pin_catches_a_small_change(name: str, pins_data: Path, tmp_path: Path) -> None:
+    got = _run(name, tmp_path, pins_data, PERTURBED[name])
     want = json.loads(GOLDEN.read_text())[name]
     exact, worst, where = deviation(got, want)
     tol = tolerance(name)
