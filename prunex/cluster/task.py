@@ -11,6 +11,7 @@ value the scheduler set (one GPU bound per task, or the node's GPUs) is kept, an
 from __future__ import annotations
 
 import faulthandler
+import gc
 import os
 import signal
 import socket
@@ -63,6 +64,12 @@ class TrainJob(submitit.helpers.Checkpointable):
             return self._run()
         finally:
             faulthandler.cancel_dump_traceback_later()
+            # The rank's work is done (logs, checkpoints and model written and closed; only submitit's result
+            # file follows): the collector need not walk torch's and the trainer's millions of objects again as
+            # the interpreter shuts down. That walk cost a rank ~1.2-2 s of CPU on a 2-core EPYC (`python -c
+            # "import prunex.training.train"`: 8.1-9.8 s against 6.8-7.6 s with os._exit or gc.freeze() at
+            # the end); atexit handlers, flushes and the exit status are unchanged.
+            gc.freeze()
 
     def _run(self) -> str:
         if self.config.executor == "local":
