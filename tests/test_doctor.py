@@ -6,6 +6,7 @@ import runpy
 import shutil
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -110,6 +111,23 @@ def test_run_all_refuses_an_old_prunex_python_in_one_line(tmp_path: Path) -> Non
     assert p.returncode == 2 and p.stdout == ""
     assert p.stderr.strip() == (
         f"error: PRUNEX_PYTHON={tmp_path}/bin/python3 is Python 3.6.8; prunex needs >= 3.10: "
+        "name another one or unset PRUNEX_PYTHON"
+    )
+
+
+def test_run_all_refuses_a_torch_out_of_range_by_its_installed_version(tmp_path: Path) -> None:
+    """run_all.sh reads torch's version from its installed metadata (not by importing torch, ~4 s of CPU): an
+    environment whose torch is 2.0.0 by its metadata is refused in one line, naming that version and the range."""
+    fake = tmp_path / "site"
+    (fake / "torch-2.0.0.dist-info").mkdir(parents=True)
+    (fake / "torch-2.0.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.0.0\n")
+    # this environment's python, its path led by the fake metadata (run_all.sh sets PYTHONPATH to the checkout)
+    _script(tmp_path / "bin", "python3", f'PYTHONPATH="{fake}:$PYTHONPATH" exec {sys.executable} "$@"\n')
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PRUNEX_PYTHON": str(tmp_path / "bin/python3")}
+    p = _run_all(ROOT, env, "--check")
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.strip() == (
+        f"error: PRUNEX_PYTHON={tmp_path}/bin/python3 torch 2.0.0 is outside the supported range >=2.3, <3, !=2.7.0: "
         "name another one or unset PRUNEX_PYTHON"
     )
 
