@@ -104,15 +104,19 @@ def _run_all(cwd: Path, env: dict[str, str], *args: str) -> subprocess.Completed
     return subprocess.run(["bash", str(cwd / "run_all.sh"), *args], cwd=cwd, env=env, capture_output=True, text=True)
 
 
-def test_run_all_refuses_an_old_prunex_python_in_one_line(tmp_path: Path) -> None:
-    _script(tmp_path / "bin", "python3", OLD_PYTHON)
+def _prunex_python_refused(tmp_path: Path, problem: str) -> None:
+    """`./run_all.sh --check` with PRUNEX_PYTHON=tmp_path/bin/python3 is refused in one line naming `problem`."""
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PRUNEX_PYTHON": str(tmp_path / "bin/python3")}
     p = _run_all(ROOT, env, "--check")
     assert p.returncode == 2 and p.stdout == ""
     assert p.stderr.strip() == (
-        f"error: PRUNEX_PYTHON={tmp_path}/bin/python3 is Python 3.6.8; prunex needs >= 3.10: "
-        "name another one or unset PRUNEX_PYTHON"
+        f"error: PRUNEX_PYTHON={tmp_path}/bin/python3 {problem}: name another one or unset PRUNEX_PYTHON"
     )
+
+
+def test_run_all_refuses_an_old_prunex_python_in_one_line(tmp_path: Path) -> None:
+    _script(tmp_path / "bin", "python3", OLD_PYTHON)
+    _prunex_python_refused(tmp_path, "is Python 3.6.8; prunex needs >= 3.10")
 
 
 def test_run_all_refuses_a_torch_out_of_range_by_its_installed_version(tmp_path: Path) -> None:
@@ -123,13 +127,7 @@ def test_run_all_refuses_a_torch_out_of_range_by_its_installed_version(tmp_path:
     (fake / "torch-2.0.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.0.0\n")
     # this environment's python, its path led by the fake metadata (run_all.sh sets PYTHONPATH to the checkout)
     _script(tmp_path / "bin", "python3", f'PYTHONPATH="{fake}:$PYTHONPATH" exec {sys.executable} "$@"\n')
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PRUNEX_PYTHON": str(tmp_path / "bin/python3")}
-    p = _run_all(ROOT, env, "--check")
-    assert p.returncode == 2 and p.stdout == ""
-    assert p.stderr.strip() == (
-        f"error: PRUNEX_PYTHON={tmp_path}/bin/python3 torch 2.0.0 is outside the supported range >=2.3, <3, !=2.7.0: "
-        "name another one or unset PRUNEX_PYTHON"
-    )
+    _prunex_python_refused(tmp_path, "torch 2.0.0 is outside the supported range >=2.3, <3, !=2.7.0")
 
 
 def test_run_all_refuses_to_build_its_env_with_an_old_system_python(tmp_path: Path) -> None:
