@@ -71,8 +71,8 @@ from prunex.cluster.slurm import (
     estimate_for,
     slurm_options_from_args,
 )
-from prunex.methods.registry import PAPER_METHODS, method_info
-from prunex.perfmodel.workload import WORKLOADS
+from prunex.methods.registry import PAPER_METHODS
+from prunex.perfmodel.workload import workload_builder
 from prunex.training.config import EXECUTOR_NAMES, ArgumentParser, ConfigError, RunConfig
 from prunex.training.log import DONE
 
@@ -147,12 +147,10 @@ def beside_ddp(name: str, configs: list[RunConfig], methods: Sequence[str]) -> l
         )
     added = []
     for method in methods:
-        try:
-            workload = method_info(method).workload
+        try:  # registered, with a workload that prices its Slurm limits: refused before any run is listed
+            workload_builder(method)
         except ValueError as e:
             raise ConfigError(f"--with-method: {e}") from None
-        if workload not in WORKLOADS:  # what prices its Slurm limits: refused before any run is listed
-            raise ConfigError(f"--with-method: {method} names the workload {workload!r}; known: {', '.join(WORKLOADS)}")
         if method in PAPER_METHODS:
             raise ConfigError(
                 f"--with-method: {method} is one of the paper's methods, which the profiles already place"

@@ -381,6 +381,16 @@ WORKLOADS: dict[str, Callable[[ModelSpec, Options, int, int, Kept | None, float 
 }
 
 
+def workload_builder(method: str) -> Callable[..., Workload]:
+    """The builder of `WORKLOADS` that ``method``'s registry entry names. ValueError for a method that is not
+    registered, or names a workload the model does not know (a registered method of your own can name anything,
+    docs/methods-of-your-own.md)."""
+    name = method_info(method).workload
+    if name not in WORKLOADS:
+        raise ValueError(f"{method} names the workload {name!r}; known: {', '.join(WORKLOADS)}")
+    return WORKLOADS[name]
+
+
 def method_workload(
     method: str,
     spec: ModelSpec,
@@ -393,10 +403,7 @@ def method_workload(
     """The :class:`Workload` of one iteration of ``method`` (``shard``: training samples per rank), by
     the builder its registry entry names. ``kept``/``dynamic`` (H-SADMM): the kept groups (default: from
     the keep rates) and the share of iterations with a dynamic mask (default: ``opts.dynamic_fraction``)."""
-    name = method_info(method).workload
-    if name not in WORKLOADS:  # a registered method of your own can name anything (docs/methods-of-your-own.md)
-        raise ValueError(f"method {method!r} names the workload {name!r}; known: {', '.join(WORKLOADS)}")
-    work = WORKLOADS[name](spec, opts, world, shard, kept, dynamic)
+    work = workload_builder(method)(spec, opts, world, shard, kept, dynamic)
     return replace(work, method=method)  # a method may share another's workload (prune_finetune: DDP's)
 
 
