@@ -62,8 +62,8 @@ def dry_run(args: argparse.Namespace, names: list[str]) -> int:
             runs += n
             for c in configs:
                 distinct.setdefault(c.shared_id, c)
-        estimates = [cli.estimate_for(c, slurm) for c in distinct.values()]
-        total = None if any(e is None for e in estimates) else sum(e.gpu_hours for e in estimates)
+        estimates = [cli.estimate_jobs_for(c, slurm) for c in distinct.values()]  # training and export jobs
+        total = None if any(e is None for e in estimates) else sum(j.gpu_hours for e in estimates for j in e)
     except (ConfigError, ValueError) as e:
         print(f"error: {one_line(e)}", file=sys.stderr)
         return 2

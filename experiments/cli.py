@@ -68,7 +68,9 @@ from prunex.cluster.slurm import (
     SlurmOptions,
     add_cluster_options,
     check_submission,
+    estimate_export_for,
     estimate_for,
+    estimate_jobs_for,
     slurm_options_from_args,
 )
 from prunex.methods.registry import PAPER_METHODS
@@ -185,6 +187,7 @@ def dry_run(
                 noted.add(str(e))
                 print(f"note: a submission would be refused: {e}", file=sys.stderr)
         params, _ = submitit_parameters(c, slurm)
+        estimates = estimate_jobs_for(c, slurm)  # its training and, for a multi-task --export, its export job
         estimate = estimate_for(c, slurm)
         row = {
             "run": c.name,
@@ -198,17 +201,25 @@ def dry_run(
             "shared_run": c.shared_id,
             "estimate": estimate.as_dict() if estimate is not None else None,
         }
+        if c.export_job:  # the one-task job that exports and benches after training (prunex.training.export_step)
+            export = estimate_export_for(c, slurm)
+            row["export_params"] = submitit_parameters(c, slurm, export=True)[0]
+            row["export_estimate"] = export.as_dict() if export is not None else None
         print(json.dumps(row, sort_keys=True))
-        total = total + estimate.gpu_hours if (estimate is not None and total is not None) else None
-    # what sbatch receives per submission: the runs of one wave with equal `submission_key` share a job array
+        total = total + sum(e.gpu_hours for e in estimates) if (estimates is not None and total is not None) else None
+    # what sbatch receives per submission: the runs of one wave with equal `submission_key` share a job array;
+    # a multi-task run's --export is a one-task job after its training (the driver submits it when training ends)
     for w, wave in enumerate(waves(configs)):
         folder = Path("RESULTS/<experiment>/submitit")
-        for runs in by_submission(wave, slurm, folder):
-            executor, nodes, tasks, _, limit = submission_key(runs[0], slurm, folder)
-            print(
-                f"[{name}] submission (wave {w + 1}): {len(runs)} run(s) on {executor}, {nodes}x{tasks}, "
-                f"time limit {limit} min: {', '.join(c.name for c in runs)}"
-            )
+        exported = [c for c in wave if c.export_job]
+        for export, stage in ((False, wave), (True, exported)):
+            for runs in by_submission(stage, slurm, folder, export=export):
+                executor, nodes, tasks, _, limit, _ = submission_key(runs[0], slurm, folder, export=export)
+                after = ", export jobs after training" if export else ""
+                print(
+                    f"[{name}] submission (wave {w + 1}{after}): {len(runs)} run(s) on {executor}, {nodes}x{tasks}, "
+                    f"time limit {limit} min: {', '.join(c.name for c in runs)}"
+                )
     if total is None:
         print(f"[{name}] {len(configs)} runs; no GPU-hour estimate (give --site with a cluster file)")
     else:

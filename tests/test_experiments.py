@@ -64,8 +64,14 @@ def test_dry_run_of_all_experiments_totals_the_estimated_gpu_hours(tmp_path: Pat
     total = sum(r["estimate"]["gpu_hours"] for r in rows)
     assert all(r["estimate"]["cluster"] == "puhti" and r["estimate"]["gpu_hours"] > 0 for r in rows)
     assert all(r["params"]["timeout_min"] == r["estimate"]["time_limit_min"] for r in rows)
-    # the total counts each distinct training once (experiments share identical runs: issue 14)
-    distinct = {r["shared_run"]: r["estimate"]["gpu_hours"] for r in rows}
+    # the total counts each distinct training once (experiments share identical runs: issue 14), with its
+    # export job where it has one (a multi-task --export: one GPU after training, prunex.training.export_step)
+    exported = [r for r in rows if "export_estimate" in r]
+    assert exported and all(r["export_estimate"]["gpu_hours"] > 0 for r in exported)
+    distinct = {
+        r["shared_run"]: r["estimate"]["gpu_hours"] + (r.get("export_estimate") or {}).get("gpu_hours", 0.0)
+        for r in rows
+    }
     assert len(distinct) < len(rows)
     summary = out[-1]
     assert summary.startswith(

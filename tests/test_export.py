@@ -231,8 +231,9 @@ def test_export_refuses_a_damaged_truncated_or_unfinished_model(
 
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="core binding is Linux-only")
 def test_the_in_job_bench_gets_back_the_cores_a_bound_rank_gave_up(data_root: Path, tmp_path: Path) -> None:
-    """--bind-cores pins each rank to one core with one thread; rank 0's export and inference bench then
-    run with every core the job had (`prunex.cluster.regime.release_core`). Bound, the bench's 2 OpenMP threads
+    """--bind-cores pins each rank to one core with one thread; a one-task run's export and inference bench
+    (in its training job, `prunex.training.export_step`) then run with every core the job had
+    (`prunex.cluster.regime.release_core`). Bound, the bench's 2 OpenMP threads
     shared one core: ResNet-20 at batch 1 took ~560 ms in every regime run, 2.7 ms unbound."""
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -242,11 +243,11 @@ def test_the_in_job_bench_gets_back_the_cores_a_bound_rank_gave_up(data_root: Pa
     code = (
         "import json, os, sys, torch\n"
         "from pathlib import Path\n"
-        "from prunex.cluster import regime\nfrom prunex.training import train\n"
+        "from prunex.cluster import regime\nfrom prunex.training import export_step\n"
         "before = os.sched_getaffinity(0)\n"
         "core = regime.bind_to_core(1)\n"
         "bound = (sorted(os.sched_getaffinity(0)), torch.get_num_threads(), regime.usable_cores())\n"
-        "train.export_and_bench(Path(sys.argv[1]), torch.device('cpu'), 0.01, 4)\n"
+        "export_step.export_and_bench(Path(sys.argv[1]), torch.device('cpu'), 0.01, 4)\n"
         "print(json.dumps({'before': sorted(before), 'core': core, 'bound': bound,\n"
         "    'after': sorted(os.sched_getaffinity(0)), 'threads': torch.get_num_threads(),\n"
         "    'again': regime.release_core()}))\n"
@@ -262,3 +263,50 @@ def test_the_in_job_bench_gets_back_the_cores_a_bound_rank_gave_up(data_root: Pa
     assert out["after"] == before and out["threads"] == len(before) and out["again"] == len(before)
     rows = pd.read_parquet(run_dir / inference.INFERENCE_FILE)
     assert set(rows["batch"]) == {1, 4} and (rows["threads"] == len(before)).all()
+
+
+@pytest.mark.slow
+def test_a_multi_task_run_exports_in_a_one_task_job_after_training(data_root: Path, tmp_path: Path) -> None:
+    """Issue 27: `--export` held the whole allocation (the paper's Pareto: 64 GPUs) while rank 0 exported and
+    benched. A run of several tasks now ends its training job TRAINED and the launcher submits an export job of
+    one task (`prunex.training.export_step`), which marks it DONE; a relaunch of a TRAINED run (the export failed
+    or was cancelled) submits the export job only and leaves the training's tables as they were."""
+    results = tmp_path / "r"
+    cmd = [sys.executable, "-m", "prunex.run", "--method", "hsadmm", "--nodes", "1", "--procs-per-node", "2"]
+    cmd += ["--iterations", "2", "--local-epochs", "1", "--train-subset", "128", "--bn-batches", "1", "--name", "ex"]
+    cmd += ["--export", "--bench-budget-s", "0.01", "--bench-batch", "4", "--executor", "local"]
+    cmd += ["--results", str(results)]
+    root = Path(__file__).resolve().parent.parent
+
+    def launch() -> str:
+        res = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+        return res.stdout
+
+    def jobs_of(run_dir: Path) -> list[dict]:
+        return [json.loads(ln) for ln in (run_dir / "jobs.jsonl").read_text().splitlines()]
+
+    out = launch()
+    run_dir = results / "adhoc" / "ex"
+    outputs = [export.EXPORT_JSON, export.COMPACT_FILE, inference.INFERENCE_FILE]
+    assert (run_dir / "DONE").exists() and not (run_dir / "TRAINED").exists()
+    assert all((run_dir / f).exists() for f in outputs)
+    train_job, export_job = jobs_of(run_dir)
+    assert (train_job["tasks"], export_job["tasks"]) == (2, 1)
+    assert f"submitted export job {export_job['job_id']} (local, 1x1)" in out
+    logs = {
+        j["job_id"]: "".join(p.read_text() for p in Path(j["folder"]).glob(f"{j['job_id']}_*_log.out"))
+        for j in (train_job, export_job)
+    }
+    assert "] export: " not in logs[train_job["job_id"]] and "] export: " in logs[export_job["job_id"]]
+
+    # the state an export job that failed leaves: trained, not done; the relaunch exports only
+    steps = (run_dir / "steps.parquet").read_bytes()
+    for f in ["DONE", *outputs]:
+        (run_dir / f).unlink()
+    (run_dir / "TRAINED").write_text("x\n")
+    out = launch()
+    assert (run_dir / "DONE").exists() and not (run_dir / "TRAINED").exists()
+    assert all((run_dir / f).exists() for f in outputs)
+    assert [j["tasks"] for j in jobs_of(run_dir)] == [2, 1, 1] and "submitted job" not in out
+    assert (run_dir / "steps.parquet").read_bytes() == steps

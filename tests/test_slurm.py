@@ -217,15 +217,26 @@ def test_every_run_of_a_job_array_gets_its_own_time_limit(real_slurm_env, capsys
     configs = cli.resolve("pareto", runs, args.profile, args.executor, "r", device=args.device)
     cli.dry_run("pareto", configs, slurm)
     out = capsys.readouterr().out.splitlines()
-    limits = {row["run"]: row["params"]["timeout_min"] for row in (json.loads(ln) for ln in out if ln.startswith("{"))}
-    submissions = [ln for ln in out if "] submission (wave" in ln]
+    rows = [json.loads(ln) for ln in out if ln.startswith("{")]
+    limits = {row["run"]: row["params"]["timeout_min"] for row in rows}
+    # a multi-task run's --export is a one-task job of its own after training, with its own limit
+    export_limits = {row["run"]: row["export_params"]["timeout_min"] for row in rows if "export_params" in row}
+    submissions = [ln for ln in out if "] submission (wave" in ln and "export jobs" not in ln]
+    exports = [ln for ln in out if "] submission (wave" in ln and "export jobs after training" in ln]
     assert len(set(limits.values())) > 1 and len(submissions) >= 4  # two limits in each of the two waves
-    listed = []
-    for line in submissions:
-        limit = int(re.search(r"time limit (\d+) min", line).group(1))
-        names = line.split(" min: ", 1)[1].split(", ")
-        assert {limits[n] for n in names} == {limit}, line
-        listed += names
-    assert sorted(listed) == sorted(limits)
+    assert export_limits and exports
+    for want, lines in ((limits, submissions), (export_limits, exports)):
+        listed = []
+        for line in lines:
+            limit = int(re.search(r"time limit (\d+) min", line).group(1))
+            names = line.split(" min: ", 1)[1].split(", ")
+            assert {want[n] for n in names} == {limit}, line
+            listed += names
+        assert sorted(listed) == sorted(want)
+    for row in rows:
+        if "export_params" in row:  # one GPU of the site's kind, one task on one node, the memory of one GPU
+            ex = row["export_params"]
+            assert (ex["nodes"], ex["tasks_per_node"], ex["slurm_gres"]) == (1, 1, "gpu:v100:1"), ex
+            assert ex["timeout_min"] == row["export_estimate"]["time_limit_min"]
     keys = {c.name: submission_key(c, slurm, "f") for c in configs}
     assert keys["ptf-resnet18-keep0.5-s0"] != keys["ptf-resnet152-keep0.5-s0"]

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from prunex.cluster import compat
-from prunex.cluster.estimate import EstimateError, estimate_run
+from prunex.cluster.estimate import EstimateError, estimate_jobs
 from prunex.cluster.exits import one_line
 from prunex.cluster.slurm import (
     SlurmOptions,
@@ -267,7 +267,8 @@ def check_runs(ctx: Context, configs: list[RunConfig]) -> Check:
         return Check("runs", NA, f"{head}; no GPU-hour estimate (give --site or --cluster FILE)")
     policy = site.time_limit if site else None
     try:
-        est = [estimate_run(c, cluster, policy, site.max_time_min if site else None) for c in distinct]
+        # every job of each: its training and, for a multi-task --export, its one-GPU export job
+        est = [e for c in distinct for e in estimate_jobs(c, cluster, policy, site.max_time_min if site else None)]
     except EstimateError as e:
         return Check("runs", FAIL, f"{head}; cannot estimate: {e}")
     hours = sum(e.gpu_hours for e in est)

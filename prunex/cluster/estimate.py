@@ -18,6 +18,12 @@ each run's Slurm time limit, budgets). It prices the run with the performance mo
   costs forward passes only, ``(ceil(test images / N) + bn_batches x batch_size) x
   compute_s_per_sample / 3`` of wall time (the backward pass is about twice the forward:
   `prunex.perfmodel.workload.Options.backward_fraction`).
+- **`--export`** of a run of several tasks is a job of its own after training (`prunex.training.export_step`),
+  priced by `estimate_export` on one GPU: the exactness check's forward passes (``EXPORT_CHECK_SAMPLES`` test
+  images through the masked and the compact model, at most the split) and the inference bench's budget
+  (``bench_budget_s`` for each of the two models, each of its two batch sizes and each device it measures: the
+  CPU, and the GPU on a GPU run). `torch.export` itself is start-up, covered by the margin. A one-task run's
+  export stays in its training job and is not priced.
 - **not modelled**: queueing, start-up (module load, data loading, NCCL initialisation), checkpoint
   writes. The time limit covers them with the site's margin (`prunex.cluster.sites.TimeLimitPolicy`).
 
@@ -44,7 +50,7 @@ from prunex.perfmodel.workload import (
     method_workload,
     model_spec,
 )
-from prunex.training.config import RunConfig
+from prunex.training.config import EXPORT_CHECK_SAMPLES, RunConfig
 
 # held-out images, split among the ranks (prunex.training.data)
 TEST_SIZES = {"cifar10": 10_000, "digits": 359, "fashion-mnist": 10_000}
@@ -150,3 +156,41 @@ def estimate_run(
     eval_s = evaluation_points(config) * forward_images * per_sample * FORWARD_SHARE
     limit = policy.limit_min(train + eval_s, max_time_min) if policy is not None else None
     return RunEstimate(config.name, c.name, world, train, eval_s, limit)
+
+
+def estimate_export(
+    config: RunConfig,
+    cluster: str | Path | Cluster,
+    policy: TimeLimitPolicy | None = None,
+    max_time_min: int | None = None,
+) -> RunEstimate:
+    """The modelled duration of a run's export job (module docstring: one GPU, one task), and with `policy`
+    its Slurm time limit. Raises `EstimateError` when the cluster file has no compute time for the model."""
+    c = cluster if isinstance(cluster, Cluster) else _cluster(str(cluster))
+    per_sample = c.compute_s_per_sample.get(config.model)
+    if per_sample is None:
+        raise EstimateError(
+            f"cluster file {c.path or c.name} has no compute_s_per_sample for {config.model!r} "
+            f"(has: {', '.join(sorted(c.compute_s_per_sample)) or 'none'}); give --time-min"
+        )
+    test = TEST_SIZES.get(config.dataset, 0)
+    check_images = min(EXPORT_CHECK_SAMPLES, test) if test else EXPORT_CHECK_SAMPLES
+    check_s = 2 * check_images * per_sample * FORWARD_SHARE  # the masked and the compact model's logits
+    devices = 1 if config.device == "cpu" else 2  # prunex.bench.inference.devices_for: the CPU, and the GPU
+    bench_s = devices * 2 * 2 * config.bench_budget_s  # devices x batch sizes (1, bench_batch) x models
+    limit = policy.limit_min(check_s + bench_s, max_time_min) if policy is not None else None
+    return RunEstimate(f"{config.name} (export)", c.name, 1, bench_s, check_s, limit)
+
+
+def estimate_jobs(
+    config: RunConfig,
+    cluster: str | Path | Cluster,
+    policy: TimeLimitPolicy | None = None,
+    max_time_min: int | None = None,
+) -> list[RunEstimate]:
+    """The estimates of every job a run submits: its training, then its export job (`RunConfig.export_job`).
+    GPU-hours of a run are their sum."""
+    out = [estimate_run(config, cluster, policy, max_time_min)]
+    if config.export_job:
+        out.append(estimate_export(config, cluster, policy, max_time_min))
+    return out

@@ -26,24 +26,28 @@ from prunex.minicluster.helpers import adapt_slurm_params
 from prunex.training.config import RunConfig
 
 
-def submitit_parameters(config: RunConfig, slurm: SlurmOptions | None = None) -> tuple[dict[str, Any], list[str]]:
+def submitit_parameters(
+    config: RunConfig, slurm: SlurmOptions | None = None, *, export: bool = False
+) -> tuple[dict[str, Any], list[str]]:
     """Exactly what `make_executor` passes to submitit's `update_parameters`, and the notes it prints.
     On a mini cluster (no GPUs) GPU requests are dropped with a visible note, so the `paper`
-    profile's Slurm parameters resolve there too."""
-    params = executor_parameters(config, slurm)
+    profile's Slurm parameters resolve there too. `export`: the run's export job's (`RunConfig.export_job`)."""
+    params = executor_parameters(config, slurm, export=export)
     notes: list[str] = []
     if config.executor == "slurm" and on_minicluster():
         params, notes = adapt_slurm_params(params)
     return params, notes
 
 
-def make_executor(config: RunConfig, folder: str | Path, slurm: SlurmOptions | None = None) -> submitit.Executor:
+def make_executor(
+    config: RunConfig, folder: str | Path, slurm: SlurmOptions | None = None, *, export: bool = False
+) -> submitit.Executor:
     """A submitit executor for the run, after `prunex.cluster.slurm.check_submission` (one-line refusals). On a
     mini cluster (no GPUs) GPU requests are dropped with a visible note, so the `paper` profile's Slurm
     parameters resolve there too. The local executor is `prunex.cluster.jobs.LocalGroupExecutor`: the job is a
-    process group that dies with its launcher."""
+    process group that dies with its launcher. `export`: the executor of the run's export job."""
     check_submission(config, slurm)
-    params, notes = submitit_parameters(config, slurm)
+    params, notes = submitit_parameters(config, slurm, export=export)
     if config.executor == "local":
         executor: submitit.Executor = jobs.LocalGroupExecutor(folder=str(folder))
         executor.update_parameters(**{k: v for k, v in params.items() if k != "name"})

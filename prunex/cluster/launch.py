@@ -35,11 +35,11 @@ from prunex.cluster.lock import RunClaim, claim_run, record_job, release_claim
 from prunex.cluster.preflight import check_start, preflight
 from prunex.cluster.rundir import run_dir_for
 from prunex.cluster.slurm import SlurmOptions, SubmitError, submission
-from prunex.cluster.task import TrainJob  # also what jobs pickled before it moved to task unpickle as
+from prunex.cluster.task import ExportJob, TrainJob  # TrainJob: also what jobs pickled before it moved unpickle as
 from prunex.training import checkpoint
 from prunex.training.checkpoint import newest_common_iteration
 from prunex.training.config import ConfigError, RunConfig
-from prunex.training.log import DONE
+from prunex.training.log import DONE, TRAINED
 
 T = TypeVar("T")
 
@@ -66,7 +66,7 @@ def _clear_leftovers(run_dir: Path) -> None:
     if checkpoint.newest_complete(run_dir) is not None:
         return
     shutil.rmtree(run_dir / "parts", ignore_errors=True)
-    for stale in [*run_dir.glob("*.parquet"), run_dir / "final_model.pt"]:
+    for stale in [*run_dir.glob("*.parquet"), run_dir / "final_model.pt", run_dir / TRAINED]:
         stale.unlink(missing_ok=True)
 
 
@@ -80,13 +80,18 @@ class SubmitInterrupted(KeyboardInterrupt):
 
 @dataclass
 class Submitted:
-    """A run and the job training it (submitted here, or reattached to)."""
+    """A run and the job training it, or exporting it (`export`: its export job, `RunConfig.export_job`),
+    submitted here or reattached to; `slurm` and `folder`: what the run was submitted with, which its export
+    job is submitted with once training ends (`wait_all`)."""
 
     config: RunConfig
     run_dir: Path
     job: submitit.Job
     record: jobs.JobRecord
     attached: bool = False
+    export: bool = False
+    slurm: SlurmOptions | None = None
+    folder: Path | None = None
 
 
 @dataclass
@@ -148,7 +153,8 @@ def submit(
     runs a live Slurm job trains are reattached to. Finished runs are skipped. Runs of one shape
     (nodes x tasks) and time limit go out as one Slurm job array (`executor.batch()`, `submission_key`)
     in `folder` (default: each run's own `submitit/`); `one_at_a_time`: an array runs one task at a time
-    (sbatch --array=...%1, in submission order). Returns one `Submitted` per unfinished run."""
+    (sbatch --array=...%1, in submission order). A TRAINED run (`prunex.training.export_step`) gets its export
+    job only. Returns one `Submitted` per unfinished run."""
     out: list[Submitted] = []
     owned: list[tuple[RunConfig, Path, RunClaim]] = []
     try:
@@ -160,14 +166,17 @@ def submit(
             claim = claim_run(run_dir, c.name)
             if claim.attach is not None:
                 job = jobs.rebuild(claim.attach)
-                out.append(Submitted(c, run_dir, job, claim.attach, attached=True))
+                export = c.export_job and claim.attach.tasks == 1  # the training job of an export_job run has more
+                out.append(Submitted(c, run_dir, job, claim.attach, True, export, slurm, folder))
                 if echo:
                     print(f"[{c.name}] reattached to {claim.attach.describe()}, which is still running", flush=True)
             else:
                 owned.append((c, run_dir, claim))
-        for items in by_submission(owned, slurm, folder, config_of=lambda item: item[0]):
-            out += _submit_group(items, slurm, folder, echo, one_at_a_time)
-            owned = [o for o in owned if o not in items]
+        for export in (False, True):
+            stage = [o for o in owned if (o[1] / TRAINED).exists() == export]
+            for items in by_submission(stage, slurm, folder, config_of=lambda item: item[0], export=export):
+                out += _submit_group(items, slurm, folder, echo, one_at_a_time, export=export)
+                owned = [o for o in owned if o not in items]
     except BaseException as e:
         for _, run_dir, _ in owned:  # claimed, never submitted
             release_claim(run_dir)
@@ -178,24 +187,30 @@ def submit(
 
 
 def by_submission(
-    items: list[T], slurm: SlurmOptions | None, folder: Path | None, config_of: Callable[[T], RunConfig] | None = None
+    items: list[T],
+    slurm: SlurmOptions | None,
+    folder: Path | None,
+    config_of: Callable[[T], RunConfig] | None = None,
+    *,
+    export: bool = False,
 ) -> list[list[T]]:
     """`items` (runs, or anything `config_of` maps to its run's configuration) split into the job arrays they
     go out as (equal `submission_key`), each in order, in the order of their first run; without `folder` each
-    run goes out in its own folder, so on its own."""
+    run goes out in its own folder, so on its own. `export`: the arrays of their export jobs."""
     groups: dict[tuple, list[T]] = {}
     for item in items:
         c = config_of(item) if config_of is not None else item
-        groups.setdefault(submission_key(c, slurm, folder or run_dir_for(c)), []).append(item)
+        groups.setdefault(submission_key(c, slurm, folder or run_dir_for(c), export=export), []).append(item)
     return list(groups.values())
 
 
-def submission_key(config: RunConfig, slurm: SlurmOptions | None, folder: Path | str) -> tuple:
+def submission_key(config: RunConfig, slurm: SlurmOptions | None, folder: Path | str, *, export: bool = False) -> tuple:
     """Runs with equal keys go out as one job array, which sbatch gives one set of parameters: the same
     executor, shape (nodes x tasks), submitit folder and time limit (`timeout_min`). A run whose
-    estimate differs gets a submission of its own, so every run's limit is the one the dry run prints."""
-    limit = submitit_parameters(config, slurm)[0].get("timeout_min")
-    return (config.executor, config.nodes, config.procs_per_node, str(folder), limit)
+    estimate differs gets a submission of its own, so every run's limit is the one the dry run prints.
+    `export`: the key of the run's export job (one node, one task, `RunConfig.export_job`)."""
+    params = submitit_parameters(config, slurm, export=export)[0]
+    return (config.executor, params["nodes"], params["tasks_per_node"], str(folder), params.get("timeout_min"), export)
 
 
 def _submit_group(
@@ -204,48 +219,57 @@ def _submit_group(
     folder: Path | None,
     echo: bool,
     one_at_a_time: bool = False,
+    *,
+    export: bool = False,
 ) -> list[Submitted]:
     first = items[0][0]
-    for _, run_dir, _ in items:
-        _clear_leftovers(run_dir)
-    executor = make_executor(first, folder or items[0][1] / "submitit", slurm)
+    if not export:  # an export job's run keeps what its training wrote
+        for _, run_dir, _ in items:
+            _clear_leftovers(run_dir)
+    executor = make_executor(first, folder or items[0][1] / "submitit", slurm, export=export)
     if one_at_a_time and first.executor == "slurm":
         executor.update_parameters(slurm_array_parallelism=1)
     with deferred():  # an interrupt waits until the jobs are submitted and recorded, then cancels them
-        return _submit_and_record(executor, items, echo)
+        out = _submit_and_record(executor, items, echo, export)
+    for e in out:
+        e.slurm, e.folder = slurm, folder
+    return out
 
 
 def _submit_and_record(
-    executor: submitit.Executor, items: list[tuple[RunConfig, Path, RunClaim]], echo: bool
+    executor: submitit.Executor, items: list[tuple[RunConfig, Path, RunClaim]], echo: bool, export: bool = False
 ) -> list[Submitted]:
     first = items[0][0]
+    task = ExportJob if export else TrainJob
     experiments = sorted({c.experiment for c, _, _ in items})
     if len(items) == 1:
-        names = f"run {first.name}"
+        names = f"{'the export of ' if export else ''}run {first.name}"
     else:
-        names = f"the {len(items)} runs of {', '.join(experiments)}"
+        names = f"the {len(items)} {'exports' if export else 'runs'} of {', '.join(experiments)}"
     try:
         with jobs.outside_job_env(), submission(names):
             if len(items) == 1:
-                submitted = [executor.submit(TrainJob(first, str(items[0][1])))]
+                submitted = [executor.submit(task(first, str(items[0][1])))]
             else:
-                executor.update_parameters(name=f"prunex-{experiments[0] if len(experiments) == 1 else 'suite'}")
+                suffix = "-export" if export else ""
+                executor.update_parameters(
+                    name=f"prunex-{experiments[0] if len(experiments) == 1 else 'suite'}{suffix}"
+                )
                 with executor.batch():
-                    submitted = [executor.submit(TrainJob(c, str(d))) for c, d, _ in items]
+                    submitted = [executor.submit(task(c, str(d))) for c, d, _ in items]
     except SubmitError:  # sbatch refused (a partition, an account, a limit): Slurm's message, one line
         raise
     except Exception as e:  # anything else submitit raised: one line, not a traceback
         raise RuntimeError(f"submitting {names} failed: {_last_line(str(e))}") from e
     out = []
     for (c, run_dir, claim), job in zip(items, submitted, strict=True):
-        record = jobs.record_of(job, c.executor, c.world_size)
+        record = jobs.record_of(job, c.executor, 1 if export else c.world_size)
         record_job(run_dir, record, claim.previous)
-        out.append(Submitted(c, run_dir, job, record))
+        out.append(Submitted(c, run_dir, job, record, export=export))
         if echo:
-            print(
-                f"[{c.name}] submitted job {record.job_id} ({c.executor}, {c.nodes}x{c.procs_per_node}) -> {run_dir}",
-                flush=True,
-            )
+            what = "export job" if export else "job"
+            shape = "1x1" if export else f"{c.nodes}x{c.procs_per_node}"
+            print(f"[{c.name}] submitted {what} {record.job_id} ({c.executor}, {shape}) -> {run_dir}", flush=True)
     return out
 
 
@@ -418,12 +442,13 @@ def wait_all(
     """Wait for every job, echoing rank 0's progress; returns (run name, error) for each failed run.
 
     Local and debug jobs are looked at every `poll_s`, Slurm jobs every `slurm_poll_s` (one squeue
-    call for all of them; their log files are read then too, to spare a shared file system).
+    call for all of them; their log files are read then too, to spare a shared file system). A run whose
+    training job ends TRAINED gets its export job here (`RunConfig.export_job`), which is then waited for too.
     Ctrl-C/SIGTERM (a KeyboardInterrupt, `prunex.cluster.interrupt`) cancels the jobs still running, or
     leaves Slurm jobs running with `detach`, and raises `Interrupted`. Any other exception in the
     launcher ends the local jobs it started (they die with their launcher process anyway).
     """
-    pending = list(entries)
+    entries, pending = list(entries), list(entries)
     failures: list[tuple[str, str]] = []
     tails = {id(e): _Tail(e.job, from_end=e.attached and len(entries) > 1) for e in pending}
     last_slurm, states, unavailable_since = float("-inf"), None, None
@@ -468,12 +493,18 @@ def wait_all(
                     e.job.watcher.update()  # its final state now, not at submitit's next poll
                 try:
                     wait(e.job, e.config, e.run_dir, stopped.get(id(e)))
+                    export = _export_after(e, echo)
                 except RuntimeError as err:
                     failures.append((e.config.name, str(err)))
                     if len(entries) > 1:
                         print(f"[{e.config.name}] FAILED: {err}", file=sys.stderr, flush=True)
                 else:
-                    if echo and len(entries) > 1:
+                    if export is not None:
+                        entries.append(export)
+                        pending.append(export)
+                        tails[id(export)] = _Tail(export.job, from_end=False)
+                        outcomes[id(export)] = {}
+                    elif echo and len(entries) > 1:
                         print(f"[{e.config.name}] finished ({len(entries) - len(pending)}/{len(entries)})", flush=True)
             if pending:
                 time.sleep(poll_s)
@@ -485,6 +516,27 @@ def wait_all(
                 jobs.kill(e.record)
         raise
     return failures
+
+
+def _export_after(e: Submitted, echo: bool) -> Submitted | None:
+    """After a training job that ended well: the run's export job, submitted, when the run is TRAINED
+    (`RunConfig.export_job`); None when there is nothing to export. A refused submission is a RuntimeError
+    naming the run, which stays TRAINED (the next launch submits the export only)."""
+    if e.export or (e.run_dir / DONE).exists() or not (e.config.export_job and (e.run_dir / TRAINED).exists()):
+        return None
+    if echo:
+        print(f"[{e.config.name}] trained; its export goes out as a job of one task", flush=True)
+    claim = claim_run(e.run_dir, e.config.name)
+    if claim.attach is not None:  # another launcher's export job, already running
+        return Submitted(e.config, e.run_dir, jobs.rebuild(claim.attach), claim.attach, True, True, e.slurm, e.folder)
+    try:
+        return _submit_group([(e.config, e.run_dir, claim)], e.slurm, e.folder, echo, export=True)[0]
+    except (SubmitError, ConfigError) as err:
+        release_claim(e.run_dir)
+        raise RuntimeError(f"run {e.config.name} is trained, but its export job was not submitted: {err}") from err
+    except BaseException:
+        release_claim(e.run_dir)
+        raise
 
 
 def _stop_after_failed_rank(
@@ -558,8 +610,12 @@ def interrupted(entries: list[Submitted], pending: list[Submitted], detach: bool
                 jobs.kill(e.record)  # local jobs end now; cancelled Slurm jobs end on their own
             if slurm_ids:
                 print(f"interrupt: not waiting for Slurm job(s) {slurm_ids} to end (scancel sent)", file=sys.stderr)
-    if len(entries) == 1:
-        e = entries[0]
+    if len({e.run_dir for e in entries}) == 1:  # one run: its training job, or its export job after it
+        e = (pending or entries)[-1]
+        if e.export:
+            return Interrupted(
+                "interrupted while exporting; the run is trained: run the same command again to export it", signum
+            )
         return Interrupted(resume_hint(newest_common_iteration(e.run_dir, e.config.world_size)), signum)
     names = ", ".join(e.config.name for e in pending[:4]) + (
         f" and {len(pending) - 4} more" if len(pending) > 4 else ""

@@ -64,8 +64,8 @@ HELP = {
     "bn_batches": "BatchNorm re-estimation batches before evaluating (0: off)",
     "train_subset": "use only the first n training images",
     "checkpoint_every_min": "minutes between checkpoints, taken at the next evaluation point (0: at every one)",
-    "export": "after training: export the compact model and bench inference "
-    "(prunex.pruning.export, prunex.bench.inference)",
+    "export": "after training: export the compact model and bench inference (prunex.pruning.export, "
+    "prunex.bench.inference); a run of several tasks does it in a one-task job of its own",
     "bench_batch": "--export: the inference bench's large batch (batch 1 is always measured)",
     "admm.layers": "fnmatch glob of the constrained parameter names",
     "admm.momentum_policy": "ADMM: SGD momentum across outer iterations, carry or reset",

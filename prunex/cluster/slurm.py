@@ -15,7 +15,9 @@ else `--gpus-per-node=P`);
 the site's partition, CPUs per task and memory (its per-GPU memory x P); the site's setup lines and
 environment in the job script; and a time limit: `--time-min`, else the performance model's
 estimate of the run on the site's cluster file with the site's margin (`prunex.cluster.estimate`,
-`prunex.cluster.sites.TimeLimitPolicy`), else 60 minutes.
+`prunex.cluster.sites.TimeLimitPolicy`), else 60 minutes. A run of several tasks with `--export` has an
+export job after training (`prunex.training.export_step`): one node, one task, one GPU, its own time limit
+(`executor_parameters(..., export=True)`).
 
 Refusals (`check_submission`, one line each, `ConfigError`): no `--account` on a real Slurm (the
 mini cluster is not one: `PRUNEX_MINICLUSTER_DIR` says so); a Python or torch outside the supported
@@ -37,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prunex.cluster.compat import UnsupportedEnvironment, check_cuda_arch, check_this_torch
-from prunex.cluster.estimate import EstimateError, RunEstimate, estimate_run
+from prunex.cluster.estimate import EstimateError, RunEstimate, estimate_export, estimate_run
 from prunex.cluster.sites import Site, load_site
 from prunex.training.config import DEVICE_NAMES, ConfigError, RunConfig
 
@@ -157,36 +159,63 @@ def estimate_for(config: RunConfig, slurm: SlurmOptions) -> RunEstimate | None:
         raise ConfigError(f"run {config.name}: {e}") from None
 
 
+def estimate_export_for(config: RunConfig, slurm: SlurmOptions) -> RunEstimate | None:
+    """The run's export job's estimate on the site's cluster file (`estimate_export`), or None without one."""
+    site = slurm.site
+    if site is None or not site.cluster:
+        return None
+    try:
+        return estimate_export(config, site.cluster, site.time_limit, site.max_time_min)
+    except EstimateError as e:
+        if slurm.time_min:
+            return None
+        raise ConfigError(f"run {config.name}: {e}") from None
+
+
+def estimate_jobs_for(config: RunConfig, slurm: SlurmOptions) -> list[RunEstimate] | None:
+    """The estimates of every job of the run (its training, its export job: `estimate_jobs`), or None
+    without a site that names a cluster file."""
+    train = estimate_for(config, slurm)
+    if train is None:
+        return None
+    export = estimate_export_for(config, slurm) if config.export_job else None
+    return [train] + ([export] if export is not None else [])
+
+
 def executor_parameters(
-    config: RunConfig, slurm: SlurmOptions | None = None, estimate: RunEstimate | None = None
+    config: RunConfig, slurm: SlurmOptions | None = None, estimate: RunEstimate | None = None, *, export: bool = False
 ) -> dict[str, Any]:
     """The submitit parameters of a run (pure; `--dry-run` prints them, golden files pin them).
 
-    `estimate`: the run's `estimate_for` when the caller has it already (else computed here)."""
-    name = f"prunex-{config.experiment}-{config.name}"[:120]
+    `estimate`: the run's `estimate_for` when the caller has it already (else computed here). `export`: those
+    of the run's export job instead (`RunConfig.export_job`, `prunex.training.export_step`): one node, one
+    task, one GPU unless the run is on the CPU (a `--gres` that ends in a count asks for one of its kind),
+    the memory of one GPU, and the time limit of `prunex.cluster.estimate.estimate_export`."""
+    name = f"prunex-{config.experiment}-{config.name}"[: 120 - 7 * export] + "-export" * export
+    nodes, tasks = (1, 1) if export else (config.nodes, config.procs_per_node)
     if config.executor in ("debug", "local"):
-        return {"name": name, "nodes": 1, "tasks_per_node": config.world_size, "timeout_min": 24 * 60}
+        return {"name": name, "nodes": 1, "tasks_per_node": nodes * tasks, "timeout_min": 24 * 60}
     slurm = slurm or SlurmOptions()
     site = slurm.site
     if slurm.time_min:
         time_min = slurm.time_min
     else:
-        estimate = estimate or estimate_for(config, slurm)
+        if estimate is None:
+            estimate = estimate_export_for(config, slurm) if export else estimate_for(config, slurm)
         time_min = estimate.time_limit_min if estimate is not None else DEFAULT_TIME_MIN
-    params: dict[str, Any] = {
-        "name": name,
-        "nodes": config.nodes,
-        "tasks_per_node": config.procs_per_node,
-        "timeout_min": time_min,
-    }
+    params: dict[str, Any] = {"name": name, "nodes": nodes, "tasks_per_node": tasks, "timeout_min": time_min}
     if slurm.partition_or_site:
         params["slurm_partition"] = slurm.partition_or_site
     if slurm.account:
         params["slurm_account"] = slurm.account
     gres, gpus = slurm.gres, slurm.gpus_per_node
+    if export and gres:
+        gres = re.sub(r":\d+$", ":1", gres)
+    if export and gpus:
+        gpus = 1
     if gres is None and gpus is None and config.device != "cpu":  # one GPU per task
-        gres = site.gres_for(config.procs_per_node) if site is not None else None
-        gpus = None if gres else config.procs_per_node
+        gres = site.gres_for(tasks) if site is not None else None
+        gpus = None if gres else tasks
     if gres:
         params["slurm_gres"] = gres
     elif gpus:
@@ -194,7 +223,10 @@ def executor_parameters(
     cpus = slurm.cpus_per_task or (site.cpus_per_task if site else None)
     if cpus:
         params["cpus_per_task"] = cpus
-    mem = slurm.mem or (site.mem_for(config.procs_per_node) if site else None)
+    if export:  # the site's memory of one GPU, else what the run asked for
+        mem = (site.mem_for(1) if site else None) or slurm.mem
+    else:
+        mem = slurm.mem or (site.mem_for(tasks) if site else None)
     if mem:
         params["slurm_mem"] = mem
     if site is not None and site.setup_lines():

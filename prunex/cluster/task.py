@@ -1,4 +1,5 @@
-"""What each task of a submitted training job runs, in the job's own processes: `TrainJob`.
+"""What each task of a submitted job runs, in the job's own processes: `TrainJob` (training), `ExportJob`
+(a multi-task run's `--export`, a job of one task after training: `prunex.training.export_step`).
 
 `TrainJob` checks that its job is the one the run directory records (`prunex.cluster.lock.job_owns_run`),
 exports torch.distributed's env:// variables with `submitit.helpers.TorchDistributedEnvironment`
@@ -117,3 +118,26 @@ def export_job_env() -> None:
     env = export_torch_env(set_cuda_visible_devices=False)
     if not _resolves(env.master_addr) and os.environ.get("SLURM_LAUNCH_NODE_IPADDR"):
         os.environ["MASTER_ADDR"] = os.environ["SLURM_LAUNCH_NODE_IPADDR"]
+
+
+class ExportJob:
+    """The one task of a run's export job (`prunex.training.export_step`): the compact model and its
+    inference bench of a TRAINED run, then DONE. It checks, as `TrainJob` does, that it is the run's recorded
+    job; an interrupted or failed export is submitted again by the next launch (it has no checkpoint)."""
+
+    def __init__(self, config: RunConfig, run_dir: str) -> None:
+        self.config, self.run_dir = config, run_dir
+
+    def __call__(self) -> str:
+        if self.config.executor == "local":
+            jobs.die_with_parent(int(os.environ["SUBMITIT_LOCAL_JOB_ID"]))
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if self.config.executor != "debug":
+            job_owns_run(self.run_dir, submitit.JobEnvironment().job_id)
+        from prunex.training.export_step import finish_export  # lazy: torch.export and the bench, in the job only
+
+        try:
+            return str(finish_export(self.config, self.run_dir))
+        finally:
+            if self.config.executor != "debug":
+                gc.freeze()  # as TrainJob's: the collector's walk at exit is not worth its CPU

@@ -46,6 +46,10 @@ SHARED_RUNS_DIR = "runs"  # RESULTS/runs/<shared id>: every run, once; experimen
 # the inference bench's large batch), none of which changes a trained weight (the bench's table records
 # the batch of each of its rows; bench_budget_s stays in the identity, as it did before bench_batch came).
 WHO_ASKED = ("experiment", "name", "results")
+# `--export`'s exactness check (compact against masked logits, to 1e-5) reads this many test images before the
+# run is marked DONE: the whole 10,000-image Fashion-MNIST split took 90 s of a 2-core VM (`python -m
+# prunex.pruning.export RUN` checks the whole split by default)
+EXPORT_CHECK_SAMPLES = 1024
 OPERATIONAL = ("checkpoint_every_min", "collective_timeout_s", "bind_cores", "bench_batch")
 
 
@@ -318,7 +322,9 @@ class RunConfig:
     # prunex.cluster.regime.bind_to_core): for jobs whose nodes share one machine, such as the mini cluster's.
     # Changes timings, not the training: not part of a run's identity.
     bind_cores: bool = False
-    export: bool = False  # after training, rank 0 exports the compact model and benches inference
+    # after training, the compact model is exported and its inference benched: in the training job for a
+    # one-task run, else in an export job of its own (`export_job`, prunex.training.export_step)
+    export: bool = False
     bench_budget_s: float = 5.0  # --export: seconds of timed repeats per model and batch size
     # --export: the inference bench's large batch (batch 1 is always measured; the paper's 128). The
     # table records the batch of every row; no trained weight depends on it: not part of a run's identity.
@@ -403,6 +409,12 @@ class RunConfig:
     @property
     def world_size(self) -> int:
         return self.nodes * self.procs_per_node
+
+    @property
+    def export_job(self) -> bool:
+        """Whether `--export` goes out as a one-task job of its own after training (`prunex.training.export_step`):
+        a run of several tasks would otherwise hold its whole allocation while one process exports."""
+        return self.export and self.world_size > 1
 
     @property
     def averages_bn_stats(self) -> bool:

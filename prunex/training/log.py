@@ -91,6 +91,8 @@ INFERENCE_COLUMNS = [
 ]
 RANK_STEP_COLUMNS = ["iteration", "rank", "epoch", "wall_s", "train_loss", "test_acc", "comm_s", "compute_s", "iter_s"]
 DONE = "DONE"
+# training finished, its `--export` not yet (`prunex.training.export_step`: the export job marks the run DONE)
+TRAINED = "TRAINED"
 
 
 class LogError(RuntimeError):
@@ -239,8 +241,13 @@ def merge_parts(run_dir: str | Path, *, done: bool = False) -> dict[str, pd.Data
     for table, df in out.items():
         write_parquet(run_dir / f"{table}.parquet", df)
     if done:
-        write_atomic(run_dir / DONE, f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')}\n".encode())
+        write_marker(run_dir / DONE)
     return out
+
+
+def write_marker(path: Path) -> None:
+    """A run's state marker (DONE, TRAINED), written atomically; it holds the time it was written."""
+    write_atomic(path, f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')}\n".encode())
 
 
 def _git_state() -> dict[str, Any]:

@@ -51,14 +51,13 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader, Subset
 
-from prunex.bench.inference import bench_run, describe
-from prunex.cluster.regime import bind_to_core, release_core, usable_cores
+from prunex.cluster.regime import bind_to_core, usable_cores
 from prunex.cluster.regime import read as read_regime
 from prunex.comm import Comm
 from prunex.methods import method_class
 from prunex.methods.base import Context, Method
 from prunex.minicluster.wire import LINK_MODEL, observed_link_mbit, observed_link_model, read_counters
-from prunex.pruning.export import export_run, summary, write_checksum
+from prunex.pruning.export import write_checksum
 from prunex.training import allocator, checkpoint
 from prunex.training.allocator import keep_freed_memory
 from prunex.training.config import RunConfig
@@ -74,8 +73,18 @@ from prunex.training.evaluation import (
     recalibration_batches,
     rng_untouched,
 )
+from prunex.training.export_step import export_and_bench
 from prunex.training.faults import Faults
-from prunex.training.log import RunLog, collect_meta, merge_parts, write_atomic, write_json, write_meta
+from prunex.training.log import (
+    TRAINED,
+    RunLog,
+    collect_meta,
+    merge_parts,
+    write_atomic,
+    write_json,
+    write_marker,
+    write_meta,
+)
 from prunex.training.models import build_model
 from prunex.training.topology import backend_for, build_groups, discover, init_distributed
 
@@ -369,9 +378,13 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device, faults:
         torch.save(final.state_dict(), buf)
         write_atomic(run_dir / "final_model.pt", buf.getvalue())
         write_checksum(run_dir / "final_model.pt")  # read back by export, which refuses a damaged file
-        if config.export:
-            export_and_bench(run_dir, device, config.bench_budget_s, config.bench_batch)
-        merge_parts(run_dir, done=True)
+        if config.export_job:  # the launcher submits the one-task export job (prunex.training.export_step)
+            merge_parts(run_dir)
+            write_marker(run_dir / TRAINED)
+        else:
+            if config.export:
+                export_and_bench(run_dir, device, config.bench_budget_s, config.bench_batch)
+            merge_parts(run_dir, done=True)
         shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
         summary = {"iterations": k + 1, "wall_s": wall, "final_test_acc": test_acc}
         print(f"[{config.name}] done: {json.dumps(summary)}", flush=True)
@@ -397,27 +410,6 @@ def _checkpoint_row(stats: checkpoint.SaveStats, topo) -> dict[str, Any]:
         "bytes": stats.bytes,
         "write_s": stats.write_s,
     }
-
-
-IN_JOB_CHECK_SAMPLES = 1024  # `python -m prunex.pruning.export RUN` checks the whole test split by default
-
-
-def export_and_bench(run_dir: Path, device: torch.device, budget_s: float, batch: int) -> None:
-    """`--export`: the compact model (`prunex.pruning.export`) and its inference bench, on this job's machine.
-
-    Runs on rank 0 after every rank has finished training, with every core of the machine, before
-    the run is marked DONE (a failure leaves the run unfinished, and a relaunch redoes only this).
-    """
-    cores = release_core()  # --bind-cores: this rank's one core; the other ranks are done with theirs
-    if device.type == "cpu" and "OMP_NUM_THREADS" not in os.environ:
-        torch.set_num_threads(cores)
-    # DONE comes after the export; its exactness check (compact against masked logits, to 1e-5) on the first
-    # IN_JOB_CHECK_SAMPLES test images: the whole 10,000-image Fashion-MNIST split took 90 s of a 2-core VM
-    result = export_run(run_dir, device=device, require_done=False, check_samples=IN_JOB_CHECK_SAMPLES)
-    print(f"[{run_dir.name}] export: {summary(result)}", flush=True)
-    dev = "auto" if device.type == "cuda" else "cpu"
-    df = bench_run(run_dir, device=dev, budget_s=budget_s, batches=(1, batch), require_done=False)
-    print(f"[{run_dir.name}] inference:\n{describe(df)}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

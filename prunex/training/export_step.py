@@ -1,0 +1,67 @@
+"""`--export`: after training, the compact model (`prunex.pruning.export`) and its inference bench
+(`prunex.bench.inference`), then the run is marked DONE.
+
+Where it runs (`RunConfig.export_job`):
+
+- **A one-task run** exports in its training job, on rank 0, after training (nothing else of the allocation
+  waits for it).
+- **A run of several tasks** does not: the export and the bench use one process, and the allocation's other
+  GPUs would idle while it runs (the paper profile's Pareto runs are 16 x 4: 63 GPUs held for one rank's
+  export). The training job ends with the run's tables merged, `final_model.pt` written and the marker
+  `TRAINED` (not DONE); the launcher then submits an export job of one task and one GPU on one node
+  (`prunex.cluster.task.ExportJob`, parameters `prunex.cluster.slurm.export_parameters`), which runs
+  `finish_export` and marks the run DONE. A relaunch of a TRAINED run submits only the export job, so a
+  failed or cancelled export never repeats training. Its time limit and GPU-hours are
+  `prunex.cluster.estimate.estimate_export`'s, which `--dry-run` prints per submission.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from prunex.bench.inference import bench_run, describe
+from prunex.cluster.regime import release_core
+from prunex.pruning.export import export_run, summary
+from prunex.training.config import EXPORT_CHECK_SAMPLES, RunConfig
+from prunex.training.log import DONE, TRAINED, merge_parts
+
+
+def export_and_bench(run_dir: Path, device: torch.device, budget_s: float, batch: int) -> None:
+    """The compact model and its inference bench, on this process's machine, with every core it may use.
+
+    Runs before the run is marked DONE (a failure leaves the run unfinished, and a relaunch redoes only this).
+    """
+    cores = release_core()  # --bind-cores: a one-task training job's rank was bound to one core
+    if device.type == "cpu" and "OMP_NUM_THREADS" not in os.environ:
+        torch.set_num_threads(cores)
+    result = export_run(run_dir, device=device, require_done=False, check_samples=EXPORT_CHECK_SAMPLES)
+    print(f"[{run_dir.name}] export: {summary(result)}", flush=True)
+    dev = "auto" if device.type == "cuda" else "cpu"
+    df = bench_run(run_dir, device=dev, budget_s=budget_s, batches=(1, batch), require_done=False)
+    print(f"[{run_dir.name}] inference:\n{describe(df)}", flush=True)
+
+
+def export_device(config: RunConfig) -> torch.device:
+    """The export job's device: its one GPU unless the run is on the CPU (`--device`), else the CPU."""
+    if config.device != "cpu" and torch.cuda.is_available() and torch.cuda.device_count() > 0:
+        return torch.device("cuda", 0)
+    if config.device == "cuda":
+        raise RuntimeError(f"run {config.name}: --device cuda, but the export job sees no GPU")
+    return torch.device("cpu")
+
+
+def finish_export(config: RunConfig, run_dir: str | Path) -> Path:
+    """The export job's work: export and bench a TRAINED run, then mark it DONE. Idempotent on a DONE run."""
+    run_dir = Path(run_dir)
+    if (run_dir / DONE).exists():
+        return run_dir
+    if not (run_dir / TRAINED).exists():
+        raise RuntimeError(f"run {config.name}: {run_dir} has no {TRAINED} marker: its training has not finished")
+    export_and_bench(run_dir, export_device(config), config.bench_budget_s, config.bench_batch)
+    merge_parts(run_dir, done=True)
+    (run_dir / TRAINED).unlink(missing_ok=True)  # DONE says it all now
+    print(f"[{config.name}] exported and benched: done", flush=True)
+    return run_dir
