@@ -187,3 +187,24 @@ def test_every_config_field_is_an_option_and_every_old_option_stays() -> None:
         ddp, ddp=dataclasses.replace(ddp.ddp, bucket_cap_mb=5.0)
     )
     assert config_from_args(p.parse_args(["--method", "ddp"])) == RunConfig(method="ddp")  # unset: defaults
+
+
+def test_a_multi_task_export_is_a_job_of_its_own_unless_its_nodes_share_one_machine() -> None:
+    """Issue 27 (`prunex.training.export_step`): a run of several tasks exports in a one-task job after training,
+    so its allocation is not held while one process works; a one-task run, and a run bound to cores (the regime
+    profile: its nodes share one machine and its serial waves must not overlap), export in the training job."""
+    import importlib
+
+    from experiments.common import profile
+
+    def job(**kw) -> bool:
+        return RunConfig(method="hsadmm", export=True, **kw).export_job
+
+    assert job(nodes=2, procs_per_node=2) and job(nodes=1, procs_per_node=2) and job(nodes=2, procs_per_node=1)
+    assert not job(nodes=1, procs_per_node=1) and not job(nodes=2, procs_per_node=2, bind_cores=True)
+    assert not RunConfig(method="hsadmm", nodes=2, procs_per_node=2).export_job
+    pareto = importlib.import_module("experiments.pareto").runs
+    exported = {name: [c for c in pareto(profile(name)) if c.export] for name in ("local", "regime", "paper")}
+    assert all(exported.values())
+    assert all(c.export_job for c in exported["local"] + exported["paper"])
+    assert not any(c.export_job for c in exported["regime"])

@@ -413,8 +413,10 @@ class RunConfig:
     @property
     def export_job(self) -> bool:
         """Whether `--export` goes out as a one-task job of its own after training (`prunex.training.export_step`):
-        a run of several tasks would otherwise hold its whole allocation while one process exports."""
-        return self.export and self.world_size > 1
+        a run of several tasks would otherwise hold its whole allocation while one process exports. Not with
+        `bind_cores`, whose nodes share one machine (the regime profile's): the job frees nothing of it, and a job
+        of its own would run beside the next run of a serial wave and disturb both runs' timings."""
+        return self.export and self.world_size > 1 and not self.bind_cores
 
     @property
     def averages_bn_stats(self) -> bool:

@@ -4,7 +4,8 @@
 Where it runs (`RunConfig.export_job`):
 
 - **A one-task run** exports in its training job, on rank 0, after training (nothing else of the allocation
-  waits for it).
+  waits for it); so does a run with `--bind-cores`, whose nodes share one machine (the regime profile's: a job
+  of its own would free nothing and would run beside the next run of a serial wave, disturbing both timings).
 - **A run of several tasks** does not: the export and the bench use one process, and the allocation's other
   GPUs would idle while it runs (the paper profile's Pareto runs are 16 x 4: 63 GPUs held for one rank's
   export). The training job ends with the run's tables merged, `final_model.pt` written and the marker

@@ -27,6 +27,7 @@ import pytest
 
 import prunex
 from prunex.cluster.launch import launch, submit, wait_all
+from prunex.cluster.lock import job_history
 from prunex.cluster.preflight import preflight
 from prunex.cluster.rundir import run_dir_for
 from prunex.cluster.slurm import SlurmOptions
@@ -75,11 +76,17 @@ def test_runs_go_back_to_back_on_minicluster_and_the_wire_matches_estimate(
 ):
     """A ddp and an hsadmm run of 2 x 2 go out as the `serial` profiles (regime) send a wave: one job array
     running one task at a time, so Slurm starts the second as the first ends and they never overlap on the
-    machine whose timings they are. Each node leader's kernel-counted bytes then match the logged estimate."""
+    machine whose timings they are. Each node leader's kernel-counted bytes then match the logged estimate.
+    The hsadmm run is exported (`--export`): its training job ends TRAINED and the launcher sends the export as a
+    Slurm job of one task (`prunex.training.export_step`), which marks it DONE."""
     # BatchNorm re-estimated on 2 batches (not 20): rank-local work that sends nothing either way. The bytes of
     # an iteration do not depend on the length of the shard: 512 images (128 a rank, 4 steps an epoch) suffice.
     results = tmp_path / "results"
-    configs = [_config(m, data_root, results, bn_batches=2, train_subset=512) for m in ("ddp", "hsadmm")]
+    export = {"export": True, "bench_budget_s": 0.05, "bench_batch": 8}
+    configs = [
+        _config(m, data_root, results, bn_batches=2, train_subset=512, **(export if m == "hsadmm" else {}))
+        for m in ("ddp", "hsadmm")
+    ]
     memo: dict = {}
     for c in configs:  # as the experiment driver does before it submits
         preflight(c, memo)
@@ -99,6 +106,10 @@ def test_runs_go_back_to_back_on_minicluster_and_the_wire_matches_estimate(
         spans.append((started, pd.Timestamp((run_dir / "DONE").stat().st_mtime, unit="s", tz="UTC")))
     (_, first_done), (second_start, _) = sorted(spans)
     assert second_start >= first_done - pd.Timedelta(seconds=1), spans  # meta.json's start: to the second
+    trained, exported = (job_history(run_dir_for(c)) for c in configs)
+    assert [j["tasks"] for j in trained] == [4] and [j["tasks"] for j in exported] == [4, 1], exported
+    assert exported[1]["job_id"] != exported[0]["job_id"] and (run_dir_for(configs[1]) / "export.json").exists()
+    assert not (run_dir_for(configs[1]) / "TRAINED").exists()
     print(f"\n2 runs one after the other in {elapsed:.1f}s; next start {second_start - first_done} after a DONE")
     for c in configs:
         _wire_matches_estimate(run_dir_for(c), c.method, record_property)
