@@ -266,47 +266,46 @@ def test_the_in_job_bench_gets_back_the_cores_a_bound_rank_gave_up(data_root: Pa
 
 
 @pytest.mark.slow
-def test_a_multi_task_run_exports_in_a_one_task_job_after_training(data_root: Path, tmp_path: Path) -> None:
+def test_a_trained_run_is_relaunched_as_its_export_job_only(data_root: Path, tmp_path: Path) -> None:
     """Issue 27: `--export` held the whole allocation (the paper's Pareto: 64 GPUs) while rank 0 exported and
     benched. A run of several tasks now ends its training job TRAINED and the launcher submits an export job of
-    one task (`prunex.training.export_step`), which marks it DONE; a relaunch of a TRAINED run (the export failed
-    or was cancelled) submits the export job only and leaves the training's tables as they were."""
-    results = tmp_path / "r"
-    cmd = [sys.executable, "-m", "prunex.run", "--method", "hsadmm", "--nodes", "1", "--procs-per-node", "2"]
-    cmd += ["--iterations", "2", "--local-epochs", "1", "--train-subset", "128", "--bn-batches", "1", "--name", "ex"]
-    cmd += ["--export", "--bench-budget-s", "0.01", "--bench-batch", "4", "--executor", "local"]
-    cmd += ["--results", str(results)]
-    root = Path(__file__).resolve().parent.parent
+    one task (`prunex.training.export_step`; that chain, on Slurm: the mini cluster's back-to-back test). Here: a
+    TRAINED run (its export failed or was cancelled) is launched again: one job of one task exports, benches and
+    marks it DONE, and nothing is trained again."""
+    from prunex.cluster.launch import launch
+    from prunex.cluster.lock import job_history
+    from prunex.cluster.preflight import preflight
+    from prunex.training.log import write_marker
 
-    def launch() -> str:
-        res = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=300)
-        assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
-        return res.stdout
+    config = RunConfig(
+        method="hsadmm",
+        nodes=1,
+        procs_per_node=2,
+        name="ex",
+        export=True,
+        bench_budget_s=0.01,
+        bench_batch=4,
+        executor="local",
+        data_root=str(data_root),
+        results=str(tmp_path / "r"),
+    )
+    assert config.export_job
+    run_dir = preflight(config)
+    (run_dir / "config.json").write_text(json.dumps(config.to_dict()))  # what a training job leaves TRAINED
+    model = mask_randomly_(build_model("resnet20").eval(), filter_keep=0.5, channel_keep=0.5, seed=1)
+    torch.save(model.state_dict(), run_dir / "final_model.pt")
+    export.write_checksum(run_dir / "final_model.pt")
+    weights = (run_dir / "final_model.pt").read_bytes()
+    write_marker(run_dir / "TRAINED")
 
-    def jobs_of(run_dir: Path) -> list[dict]:
-        return [json.loads(ln) for ln in (run_dir / "jobs.jsonl").read_text().splitlines()]
-
-    out = launch()
-    run_dir = results / "adhoc" / "ex"
-    outputs = [export.EXPORT_JSON, export.COMPACT_FILE, inference.INFERENCE_FILE]
+    assert launch(config, echo=False) == run_dir
     assert (run_dir / "DONE").exists() and not (run_dir / "TRAINED").exists()
-    assert all((run_dir / f).exists() for f in outputs)
-    train_job, export_job = jobs_of(run_dir)
-    assert (train_job["tasks"], export_job["tasks"]) == (2, 1)
-    assert f"submitted export job {export_job['job_id']} (local, 1x1)" in out
-    logs = {
-        j["job_id"]: "".join(p.read_text() for p in Path(j["folder"]).glob(f"{j['job_id']}_*_log.out"))
-        for j in (train_job, export_job)
-    }
-    assert "] export: " not in logs[train_job["job_id"]] and "] export: " in logs[export_job["job_id"]]
-
-    # the state an export job that failed leaves: trained, not done; the relaunch exports only
-    steps = (run_dir / "steps.parquet").read_bytes()
-    for f in ["DONE", *outputs]:
-        (run_dir / f).unlink()
-    (run_dir / "TRAINED").write_text("x\n")
-    out = launch()
-    assert (run_dir / "DONE").exists() and not (run_dir / "TRAINED").exists()
-    assert all((run_dir / f).exists() for f in outputs)
-    assert [j["tasks"] for j in jobs_of(run_dir)] == [2, 1, 1] and "submitted job" not in out
-    assert (run_dir / "steps.parquet").read_bytes() == steps
+    assert all((run_dir / f).exists() for f in (export.EXPORT_JSON, export.COMPACT_FILE, inference.INFERENCE_FILE))
+    jobs = job_history(run_dir)
+    assert [j["tasks"] for j in jobs] == [1], jobs
+    log = "".join(p.read_text() for p in Path(jobs[0]["folder"]).glob(f"{jobs[0]['job_id']}_0_log.out"))
+    assert "] export: " in log and "] inference:" in log, log[-2000:]
+    assert (run_dir / "final_model.pt").read_bytes() == weights and not (run_dir / "checkpoints").exists()
+    summary = json.loads((run_dir / export.EXPORT_JSON).read_text())
+    assert summary["compact_params"] < summary["dense_params"], summary
+    assert launch(config, echo=False) == run_dir and len(job_history(run_dir)) == 1  # DONE: nothing submitted
