@@ -68,8 +68,6 @@ from prunex.cluster.slurm import (
     SlurmOptions,
     add_cluster_options,
     check_submission,
-    estimate_export_for,
-    estimate_for,
     estimate_jobs_for,
     slurm_options_from_args,
 )
@@ -188,7 +186,7 @@ def dry_run(
                 print(f"note: a submission would be refused: {e}", file=sys.stderr)
         params, _ = submitit_parameters(c, slurm)
         estimates = estimate_jobs_for(c, slurm)  # its training and, for a multi-task --export, its export job
-        estimate = estimate_for(c, slurm)
+        estimate = estimates[0] if estimates else None
         row = {
             "run": c.name,
             "method": c.method,
@@ -202,7 +200,7 @@ def dry_run(
             "estimate": estimate.as_dict() if estimate is not None else None,
         }
         if c.export_job:  # the one-task job that exports and benches after training (prunex.training.export_step)
-            export = estimate_export_for(c, slurm)
+            export = estimates[1] if estimates and len(estimates) > 1 else None
             row["export_params"] = submitit_parameters(c, slurm, export=True)[0]
             row["export_estimate"] = export.as_dict() if export is not None else None
         print(json.dumps(row, sort_keys=True))

@@ -110,6 +110,18 @@ def evaluation_points(config: RunConfig) -> int:
     return iterations // config.eval_every + (1 if iterations % config.eval_every else 0)
 
 
+def _priced(cluster: str | Path | Cluster, model: str) -> tuple[Cluster, float]:
+    """The cluster file and its compute seconds per sample of `model`; `EstimateError` when it has none."""
+    c = cluster if isinstance(cluster, Cluster) else _cluster(str(cluster))
+    per_sample = c.compute_s_per_sample.get(model)
+    if per_sample is None:
+        raise EstimateError(
+            f"cluster file {c.path or c.name} has no compute_s_per_sample for {model!r} "
+            f"(has: {', '.join(sorted(c.compute_s_per_sample)) or 'none'}); give --time-min"
+        )
+    return c, per_sample
+
+
 def estimate_run(
     config: RunConfig,
     cluster: str | Path | Cluster,
@@ -119,13 +131,7 @@ def estimate_run(
     """The modelled duration of `config` on `cluster` (module docstring), and with `policy` the Slurm
     time limit (clamped to `max_time_min`). Raises `EstimateError` when the cluster file lacks what
     the run needs."""
-    c = cluster if isinstance(cluster, Cluster) else _cluster(str(cluster))
-    per_sample = c.compute_s_per_sample.get(config.model)
-    if per_sample is None:
-        raise EstimateError(
-            f"cluster file {c.path or c.name} has no compute_s_per_sample for {config.model!r} "
-            f"(has: {', '.join(sorted(c.compute_s_per_sample)) or 'none'}); give --time-min"
-        )
+    c, per_sample = _priced(cluster, config.model)
     if config.dataset not in c.dataset_sizes:
         raise EstimateError(f"cluster file {c.path or c.name} does not know the size of {config.dataset!r}")
     size = c.dataset_sizes[config.dataset]
@@ -166,19 +172,14 @@ def estimate_export(
 ) -> RunEstimate:
     """The modelled duration of a run's export job (module docstring: one GPU, one task), and with `policy`
     its Slurm time limit. Raises `EstimateError` when the cluster file has no compute time for the model."""
-    c = cluster if isinstance(cluster, Cluster) else _cluster(str(cluster))
-    per_sample = c.compute_s_per_sample.get(config.model)
-    if per_sample is None:
-        raise EstimateError(
-            f"cluster file {c.path or c.name} has no compute_s_per_sample for {config.model!r} "
-            f"(has: {', '.join(sorted(c.compute_s_per_sample)) or 'none'}); give --time-min"
-        )
+    c, per_sample = _priced(cluster, config.model)
     test = TEST_SIZES.get(config.dataset, 0)
     check_images = min(EXPORT_CHECK_SAMPLES, test) if test else EXPORT_CHECK_SAMPLES
     check_s = 2 * check_images * per_sample * FORWARD_SHARE  # the masked and the compact model's logits
     devices = 1 if config.device == "cpu" else 2  # prunex.bench.inference.devices_for: the CPU, and the GPU
     bench_s = devices * 2 * 2 * config.bench_budget_s  # devices x batch sizes (1, bench_batch) x models
     limit = policy.limit_min(check_s + bench_s, max_time_min) if policy is not None else None
+    # the bench in the training-time slot, the exactness check's forward passes in the evaluation slot
     return RunEstimate(f"{config.name} (export)", c.name, 1, bench_s, check_s, limit)
 
 

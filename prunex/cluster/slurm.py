@@ -146,26 +146,14 @@ def slurm_options_from_args(args: argparse.Namespace) -> SlurmOptions:
 
 
 # ----------------------------------------------------------------------------------- parameters
-def estimate_for(config: RunConfig, slurm: SlurmOptions) -> RunEstimate | None:
-    """The run's estimate on the site's cluster file, or None without a site that names one."""
+def estimate_for(config: RunConfig, slurm: SlurmOptions, *, export: bool = False) -> RunEstimate | None:
+    """The run's estimate on the site's cluster file, or None without a site that names one. `export`: its
+    export job's (`prunex.cluster.estimate.estimate_export`, `RunConfig.export_job`)."""
     site = slurm.site
     if site is None or not site.cluster:
         return None
     try:
-        return estimate_run(config, site.cluster, site.time_limit, site.max_time_min)
-    except EstimateError as e:
-        if slurm.time_min:
-            return None
-        raise ConfigError(f"run {config.name}: {e}") from None
-
-
-def estimate_export_for(config: RunConfig, slurm: SlurmOptions) -> RunEstimate | None:
-    """The run's export job's estimate on the site's cluster file (`estimate_export`), or None without one."""
-    site = slurm.site
-    if site is None or not site.cluster:
-        return None
-    try:
-        return estimate_export(config, site.cluster, site.time_limit, site.max_time_min)
+        return (estimate_export if export else estimate_run)(config, site.cluster, site.time_limit, site.max_time_min)
     except EstimateError as e:
         if slurm.time_min:
             return None
@@ -178,7 +166,7 @@ def estimate_jobs_for(config: RunConfig, slurm: SlurmOptions) -> list[RunEstimat
     train = estimate_for(config, slurm)
     if train is None:
         return None
-    export = estimate_export_for(config, slurm) if config.export_job else None
+    export = estimate_for(config, slurm, export=True) if config.export_job else None
     return [train] + ([export] if export is not None else [])
 
 
@@ -201,7 +189,7 @@ def executor_parameters(
         time_min = slurm.time_min
     else:
         if estimate is None:
-            estimate = estimate_export_for(config, slurm) if export else estimate_for(config, slurm)
+            estimate = estimate_for(config, slurm, export=export)
         time_min = estimate.time_limit_min if estimate is not None else DEFAULT_TIME_MIN
     params: dict[str, Any] = {"name": name, "nodes": nodes, "tasks_per_node": tasks, "timeout_min": time_min}
     if slurm.partition_or_site:
