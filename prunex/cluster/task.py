@@ -23,14 +23,14 @@ import submitit
 from prunex.cluster import jobs
 from prunex.cluster.lock import job_owns_run
 from prunex.minicluster.helpers import export_torch_env
-from prunex.training import checkpoint
+from prunex.training import checkpoint, stack_report
 from prunex.training.config import RunConfig
 
 # A rank that has not joined the others this fraction of the collective timeout after its task started prints
 # every thread's Python stack to its log (stderr), once, and goes on (`TrainJob`). The ranks waiting for it fail
 # at the full timeout saying the job's ranks did not all join and to read the logs
 # (`prunex.training.device.rendezvous_store`); its log then says where it was (an import on a slow file system, a
-# name lookup, ...). Half the timeout: printed before the launcher ends it.
+# name lookup, ...). Half the timeout: printed before the launcher ends it. How: `prunex.training.stack_report`.
 START_REPORT_FRACTION = 0.5
 
 
@@ -60,11 +60,11 @@ class TrainJob(submitit.helpers.Checkpointable):
             return self._run()
         faulthandler.enable()  # a fatal signal in native code (a kernel, NCCL) prints the Python stacks as well
         # cancelled by prunex.training.train.train once every rank has joined (START_REPORT_FRACTION)
-        faulthandler.dump_traceback_later(START_REPORT_FRACTION * self.config.collective_timeout_s, exit=False)
+        stack_report.report_after(START_REPORT_FRACTION * self.config.collective_timeout_s)
         try:
             return self._run()
         finally:
-            faulthandler.cancel_dump_traceback_later()
+            stack_report.cancel()
             # The rank's work is done (logs, checkpoints and model written and closed; only submitit's result
             # file follows): the collector need not walk torch's and the trainer's millions of objects again as
             # the interpreter shuts down. On a 2-core EPYC that walk cost `python -c "import

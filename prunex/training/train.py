@@ -34,7 +34,6 @@ iteration, which does nothing unless a test asked for a fault.
 from __future__ import annotations
 
 import copy
-import faulthandler
 import io
 import json
 import math
@@ -58,7 +57,7 @@ from prunex.methods import method_class
 from prunex.methods.base import Context, Method
 from prunex.minicluster.wire import LINK_MODEL, observed_link_mbit, observed_link_model, read_counters
 from prunex.pruning.export import write_checksum
-from prunex.training import allocator, checkpoint
+from prunex.training import allocator, checkpoint, stack_report
 from prunex.training.allocator import keep_freed_memory
 from prunex.training.config import RunConfig
 from prunex.training.data import load_dataset
@@ -132,7 +131,7 @@ def train(config: RunConfig, run_dir: str | Path) -> Path:
     # the device of --device (auto, cuda, cpu), checked and agreed on by every rank before any collective
     device, store = place(config.device, topo, config.collective_timeout_s)
     if config.executor != "debug":  # every rank has joined: no start-up report (prunex.cluster.task.TrainJob)
-        faulthandler.cancel_dump_traceback_later()
+        stack_report.cancel()
     _set_threads(machine_rank(topo)[1], device)
     if config.bind_cores and device.type == "cpu":
         bind_to_core(topo.rank)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from prunex.training import stack_report
 from prunex.training.config import RunConfig
 from prunex.training.log import merge_parts, read_parquet, write_atomic
 
@@ -175,7 +176,7 @@ def test_a_rank_stuck_before_the_rendezvous_says_where_in_its_log(
     assert not _task_pids(tasks, 1)
     (log,) = tasks.glob("*_1_log.err")
     text = log.read_text()
-    report = text[text.index("Timeout (0:00:30)!") :]  # faulthandler's header: printed once, not at exit
+    report = text[text.index(stack_report.HEADER.format(delay=30)) :]  # printed once, not at exit
     # Where rank 1 was at 30 s: in the injected stall, or still importing on its way there (at 30 s in a suite
     # on a 2-core Zen 3 VM it was importing torchvision: its imports alone took longer there). Either way its own
     # stack, most recent frame first, under the task's frame. faulthandler prints at most 100 frames per thread and
