@@ -5,7 +5,8 @@
 `faulthandler.dump_traceback` while it holds the GIL, so the other threads stand still at a safe point.
 `faulthandler.dump_traceback_later`, used before, reads the other threads' frames from its watchdog thread
 without the GIL: a rank still importing 30 s after its start, on a loaded 2-core VM, segfaulted in that dump
-mid-line (2026-11-27, the mini cluster's cancelled run, in a suite under `tests/cpu_sampler.py`). The price:
+mid-line (2026-11-27, the mini cluster's cancelled run, in a suite under `tests/cpu_sampler.py`; CPython
+issues 116008 and 131580: `dump_frame` reading a frame that the running thread changes). The price:
 a rank stuck in native code that holds the GIL prints nothing (the collective timeout still ends it).
 """
 
