@@ -386,7 +386,8 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device, faults:
             merge_parts(run_dir, done=True)
         shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
         summary = {"iterations": k + 1, "wall_s": wall, "final_test_acc": test_acc}
-        print(f"[{config.name}] done: {json.dumps(summary)}", flush=True)
+        state = "trained (its export follows as a job of its own)" if config.export_job else "done"
+        print(f"[{config.name}] {state}: {json.dumps(summary)}", flush=True)
     return run_dir
 
 
