@@ -167,7 +167,9 @@ def submit(
             if claim.attach is not None:
                 job = jobs.rebuild(claim.attach)
                 export = c.export_job and claim.attach.tasks == 1  # the training job of an export_job run has more
-                out.append(Submitted(c, run_dir, job, claim.attach, True, export, slurm, folder))
+                out.append(
+                    Submitted(c, run_dir, job, claim.attach, attached=True, export=export, slurm=slurm, folder=folder)
+                )
                 if echo:
                     print(f"[{c.name}] reattached to {claim.attach.describe()}, which is still running", flush=True)
             else:
@@ -528,7 +530,10 @@ def _export_after(e: Submitted, echo: bool) -> Submitted | None:
         print(f"[{e.config.name}] trained; its export goes out as a job of one task", flush=True)
     claim = claim_run(e.run_dir, e.config.name)
     if claim.attach is not None:  # another launcher's export job, already running
-        return Submitted(e.config, e.run_dir, jobs.rebuild(claim.attach), claim.attach, True, True, e.slurm, e.folder)
+        job = jobs.rebuild(claim.attach)
+        return Submitted(
+            e.config, e.run_dir, job, claim.attach, attached=True, export=True, slurm=e.slurm, folder=e.folder
+        )
     try:
         return _submit_group([(e.config, e.run_dir, claim)], e.slurm, e.folder, echo, export=True)[0]
     except (SubmitError, ConfigError) as err:
