@@ -55,6 +55,7 @@ from prunex.training.log import (
     INFERENCE_COLUMNS,
     RANK_STEP_COLUMNS,
     STEPS_COLUMNS,
+    TRAINED,
     LogError,
     read_parquet,
 )
@@ -384,7 +385,12 @@ def load_experiment(results: Path, name: str) -> Experiment:
             incomplete.append((d, why))
             notes.append(f"{run.run_id} is incomplete ({why}), left out: {d}")
             continue
-        if not run.done:
+        if not run.done and (d / TRAINED).exists():  # prunex.training.export_step: training ended, export not yet
+            notes.append(
+                f"{run.run_id} is trained but not exported (TRAINED, no DONE; the same command again exports it): "
+                "no export.json or inference table"
+            )
+        elif not run.done:
             notes.append(f"{run.run_id} is partial (no DONE): only its finished iterations are shown")
         if not run.meta:
             notes.append(f"{run.run_id} has no meta.json: hardware unknown")

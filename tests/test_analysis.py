@@ -570,3 +570,15 @@ def test_fig12_reports_seeds_budgets_and_freezes_and_the_report_withholds_a_stra
     (claim,) = [c for c in CLAIMS if c.id == "pareto_vs_ptf"]
     row = judge(claim, Logs(results))
     assert row["verdict"] == NOT_DECIDABLE and row["repeats"] == 2, row
+
+
+def test_a_trained_run_awaiting_its_export_is_named_as_such(tmp_path: Path) -> None:
+    """A multi-task run with --export whose export job has not run yet (`prunex.training.export_step`): all of its
+    iterations are there, so the note says what is missing and how to get it, not "partial"."""
+    from analysis.common import load_experiment
+
+    run = write_run(tmp_path, "pareto", "hsadmm", iterations=3)
+    (run / "DONE").rename(run / "TRAINED")
+    notes = load_experiment(tmp_path, "pareto").notes
+    assert any(run.name in n and "trained but not exported" in n and "exports it" in n for n in notes), notes
+    assert not any("partial" in n for n in notes), notes
