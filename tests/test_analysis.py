@@ -43,7 +43,7 @@ from analysis import (
     report,
 )
 from analysis.claims import CLAIMS
-from analysis.common import cli, render
+from analysis.common import cli, load_experiment, render
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
@@ -575,8 +575,6 @@ def test_fig12_reports_seeds_budgets_and_freezes_and_the_report_withholds_a_stra
 def test_a_trained_run_awaiting_its_export_is_named_as_such(tmp_path: Path) -> None:
     """A multi-task run with --export whose export job has not run yet (`prunex.training.export_step`): all of its
     iterations are there, so the note says what is missing and how to get it, not "partial"."""
-    from analysis.common import load_experiment
-
     run = write_run(tmp_path, "pareto", "hsadmm", iterations=3)
     (run / "DONE").rename(run / "TRAINED")
     notes = load_experiment(tmp_path, "pareto").notes
