@@ -451,6 +451,7 @@ def wait_all(
     launcher ends the local jobs it started (they die with their launcher process anyway).
     """
     entries, pending = list(entries), list(entries)
+    runs = len({e.run_dir for e in entries})  # a run's export job, added on the way, is the same run
     failures: list[tuple[str, str]] = []
     tails = {id(e): _Tail(e.job, from_end=e.attached and len(entries) > 1) for e in pending}
     last_slurm, states, unavailable_since = float("-inf"), None, None
@@ -498,7 +499,7 @@ def wait_all(
                     export = _export_after(e, echo)
                 except RuntimeError as err:
                     failures.append((e.config.name, str(err)))
-                    if len(entries) > 1:
+                    if runs > 1:
                         print(f"[{e.config.name}] FAILED: {err}", file=sys.stderr, flush=True)
                 else:
                     if export is not None:
@@ -506,8 +507,9 @@ def wait_all(
                         pending.append(export)
                         tails[id(export)] = _Tail(export.job, from_end=False)
                         outcomes[id(export)] = {}
-                    elif echo and len(entries) > 1:
-                        print(f"[{e.config.name}] finished ({len(entries) - len(pending)}/{len(entries)})", flush=True)
+                    elif echo and runs > 1:
+                        left = len({p.run_dir for p in pending})
+                        print(f"[{e.config.name}] finished ({runs - left}/{runs})", flush=True)
             if pending:
                 time.sleep(poll_s)
     except KeyboardInterrupt:
