@@ -17,7 +17,7 @@ environment in the job script; and a time limit: `--time-min`, else the performa
 estimate of the run on the site's cluster file with the site's margin (`prunex.cluster.estimate`,
 `prunex.cluster.sites.TimeLimitPolicy`), else 60 minutes. A run of several tasks with `--export` has an
 export job after training (`prunex.training.export_step`): one node, one task, one GPU, its own time limit
-(`executor_parameters(..., export=True)`).
+(`executor_parameters(..., export=True)`; a `--time-min` given applies to it as well).
 
 Refusals (`check_submission`, one line each, `ConfigError`): no `--account` on a real Slurm (the
 mini cluster is not one: `PRUNEX_MINICLUSTER_DIR` says so); a Python or torch outside the supported
