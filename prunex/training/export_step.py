@@ -10,9 +10,9 @@ Where it runs (`RunConfig.export_job`):
   GPUs would idle while it runs (the paper profile's Pareto runs are 16 x 4: 63 GPUs held for one rank's
   export). The training job ends with the run's tables merged, `final_model.pt` written and the marker
   `TRAINED` (not DONE); the launcher then submits an export job of one task and one GPU on one node
-  (`prunex.cluster.task.ExportJob`, parameters `prunex.cluster.slurm.export_parameters`), which runs
-  `finish_export` and marks the run DONE. A relaunch of a TRAINED run submits only the export job, so a
-  failed or cancelled export never repeats training. Its time limit and GPU-hours are
+  (`prunex.cluster.task.ExportJob`, parameters `prunex.cluster.slurm.executor_parameters(..., export=True)`),
+  which runs `finish_export` and marks the run DONE. A relaunch of a TRAINED run submits only the export job,
+  so a failed or cancelled export never repeats training. Its time limit and GPU-hours are
   `prunex.cluster.estimate.estimate_export`'s, which `--dry-run` prints per submission.
 """
 
@@ -35,7 +35,7 @@ def export_and_bench(run_dir: Path, device: torch.device, budget_s: float, batch
 
     Runs before the run is marked DONE (a failure leaves the run unfinished, and a relaunch redoes only this).
     """
-    cores = release_core()  # --bind-cores: a one-task training job's rank was bound to one core
+    cores = release_core()  # --bind-cores, in the training job: rank 0's one core; the other ranks are done
     if device.type == "cpu" and "OMP_NUM_THREADS" not in os.environ:
         torch.set_num_threads(cores)
     result = export_run(run_dir, device=device, require_done=False, check_samples=EXPORT_CHECK_SAMPLES)
