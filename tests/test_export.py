@@ -270,8 +270,9 @@ def test_a_trained_run_is_relaunched_as_its_export_job_only(data_root: Path, tmp
     """Issue 27: `--export` held the whole allocation (the paper's Pareto: 64 GPUs) while rank 0 exported and
     benched. A run of several tasks now ends its training job TRAINED and the launcher submits an export job of
     one task (`prunex.training.export_step`; that chain, on Slurm: the mini cluster's back-to-back test). Here: a
-    TRAINED run (its export failed or was cancelled) is launched again: one job of one task exports, benches and
-    marks it DONE, and nothing is trained again."""
+    TRAINED run is launched; its export job fails on a damaged model (a one-line error naming the run; the run stays
+    TRAINED); launched again once repaired, one job of one task exports, benches and marks it DONE, and nothing is
+    trained again."""
     from prunex.cluster.launch import launch
     from prunex.cluster.lock import job_history
     from prunex.cluster.preflight import preflight
@@ -298,14 +299,26 @@ def test_a_trained_run_is_relaunched_as_its_export_job_only(data_root: Path, tmp
     weights = (run_dir / "final_model.pt").read_bytes()
     write_marker(run_dir / "TRAINED")
 
+    # an export job that fails (4 KB of the model overwritten: its checksum refuses it) leaves the run TRAINED
+    damaged = bytearray(weights)
+    damaged[len(weights) // 2 : len(weights) // 2 + 4096] = bytes(4096)
+    (run_dir / "final_model.pt").write_bytes(bytes(damaged))
+    with pytest.raises(RuntimeError) as failed:
+        launch(config, echo=False)
+    message = str(failed.value)
+    assert "run ex failed" in message and "do not match the checksum" in message and "\n" not in message, message
+    assert (run_dir / "TRAINED").exists() and not (run_dir / "DONE").exists()
+    assert not any((run_dir / f).exists() for f in (export.EXPORT_JSON, export.COMPACT_FILE))
+
+    (run_dir / "final_model.pt").write_bytes(weights)  # repaired: the same command again exports it
     assert launch(config, echo=False) == run_dir
     assert (run_dir / "DONE").exists() and not (run_dir / "TRAINED").exists()
     assert all((run_dir / f).exists() for f in (export.EXPORT_JSON, export.COMPACT_FILE, inference.INFERENCE_FILE))
     jobs = job_history(run_dir)
-    assert [j["tasks"] for j in jobs] == [1], jobs
-    log = "".join(p.read_text() for p in Path(jobs[0]["folder"]).glob(f"{jobs[0]['job_id']}_0_log.out"))
+    assert [j["tasks"] for j in jobs] == [1, 1], jobs
+    log = "".join(p.read_text() for p in Path(jobs[1]["folder"]).glob(f"{jobs[1]['job_id']}_0_log.out"))
     assert "] export: " in log and "] inference:" in log, log[-2000:]
     assert (run_dir / "final_model.pt").read_bytes() == weights and not (run_dir / "checkpoints").exists()
     summary = json.loads((run_dir / export.EXPORT_JSON).read_text())
     assert summary["compact_params"] < summary["dense_params"], summary
-    assert launch(config, echo=False) == run_dir and len(job_history(run_dir)) == 1  # DONE: nothing submitted
+    assert launch(config, echo=False) == run_dir and len(job_history(run_dir)) == 2  # DONE: nothing submitted

@@ -275,20 +275,28 @@ def _submit_and_record(
     return out
 
 
-def wait(job: submitit.Job, config: RunConfig, run_dir: Path, stopped_after: list[int] | None = None) -> None:
+def wait(
+    job: submitit.Job,
+    config: RunConfig,
+    run_dir: Path,
+    stopped_after: list[int] | None = None,
+    tasks: int | None = None,
+) -> None:
     """Wait for a job; a failed task is a RuntimeError naming the run, the job and its logs.
 
     The message names the ranks that ended without a result first (killed, out of memory, preempted
     without requeue: the likely cause), then the first error a surviving rank raised. `stopped_after`:
     the ranks whose failure made the launcher stop the others (`wait_all`), named instead, unless all they
     raised was the loss of a peer (`PEER_LOSS`): then a rank without a result is still the cause (a rank
-    SIGKILLed mid-run, whose peer's gloo error was written while that peer was slow to exit).
+    SIGKILLed mid-run, whose peer's gloo error was written while that peer was slow to exit). `tasks`: the job's
+    (default the run's world size; its export job has one).
     """
     try:
         job.results()
     except Exception as e:  # submitit re-raises the task's exception with its traceback text
-        dead = _ranks_without_result(job, config.world_size)
-        source = source_error(job, config.world_size)
+        tasks = config.world_size if tasks is None else tasks  # an export job has one (RunConfig.export_job)
+        dead = _ranks_without_result(job, tasks)
+        source = source_error(job, tasks)
         lost_a_peer = source is not None and _is_peer_loss(source[1])  # no rank raised an error of its own
         cause = ""
         if dead and stopped_after and not lost_a_peer:
@@ -495,7 +503,7 @@ def wait_all(
                 if e.record.executor == "slurm" and not isinstance(e.job, submitit.DebugJob):
                     e.job.watcher.update()  # its final state now, not at submitit's next poll
                 try:
-                    wait(e.job, e.config, e.run_dir, stopped.get(id(e)))
+                    wait(e.job, e.config, e.run_dir, stopped.get(id(e)), e.record.tasks)
                     export = _export_after(e, echo)
                 except RuntimeError as err:
                     failures.append((e.config.name, str(err)))
