@@ -42,6 +42,18 @@ def _resolves(host: str) -> bool:
         return False
 
 
+def own_the_task(config: RunConfig, run_dir: str) -> None:
+    """First thing in every task of a job (`TrainJob`, `ExportJob`): a local task ends with its launcher, and a job
+    that is not the run's recorded one refuses to write it."""
+    if config.executor == "local":
+        # a local job ends with its launcher (prunex.cluster.jobs); SIGTERM ends a local rank (submitit
+        # bypasses it for Slurm preemption, which does not exist here)
+        jobs.die_with_parent(int(os.environ["SUBMITIT_LOCAL_JOB_ID"]))
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if config.executor != "debug":  # one job per run: this job must be the run's recorded one
+        job_owns_run(run_dir, submitit.JobEnvironment().job_id)
+
+
 class TrainJob(submitit.helpers.Checkpointable):
     """What each task of a submitted job runs.
 
@@ -74,13 +86,7 @@ class TrainJob(submitit.helpers.Checkpointable):
             gc.freeze()
 
     def _run(self) -> str:
-        if self.config.executor == "local":
-            # a local job ends with its launcher (prunex.cluster.jobs); SIGTERM ends a local rank (submitit
-            # bypasses it for Slurm preemption, which does not exist here)
-            jobs.die_with_parent(int(os.environ["SUBMITIT_LOCAL_JOB_ID"]))
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        if self.config.executor != "debug":  # one job per run: this job must be the run's recorded one
-            job_owns_run(self.run_dir, submitit.JobEnvironment().job_id)
+        own_the_task(self.config, self.run_dir)
         if self.config.executor == "slurm":
             # a port in the submitting shell's environment (sbatch exports it) would be every job's: two jobs
             # on one node would collide (EADDRINUSE); submitit derives one from the job id without it
@@ -129,11 +135,7 @@ class ExportJob:
         self.config, self.run_dir = config, run_dir
 
     def __call__(self) -> str:
-        if self.config.executor == "local":
-            jobs.die_with_parent(int(os.environ["SUBMITIT_LOCAL_JOB_ID"]))
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        if self.config.executor != "debug":
-            job_owns_run(self.run_dir, submitit.JobEnvironment().job_id)
+        own_the_task(self.config, self.run_dir)
         from prunex.training.export_step import finish_export  # lazy: torch.export and the bench, in the job only
 
         try:

@@ -27,6 +27,7 @@ from prunex.bench.inference import bench_run, describe
 from prunex.cluster.regime import release_core
 from prunex.pruning.export import export_run, summary
 from prunex.training.config import EXPORT_CHECK_SAMPLES, RunConfig
+from prunex.training.device import select_device
 from prunex.training.log import DONE, TRAINED, merge_parts
 
 
@@ -46,12 +47,17 @@ def export_and_bench(run_dir: Path, device: torch.device, budget_s: float, batch
 
 
 def export_device(config: RunConfig) -> torch.device:
-    """The export job's device: its one GPU unless the run is on the CPU (`--device`), else the CPU."""
-    if config.device != "cpu" and torch.cuda.is_available() and torch.cuda.device_count() > 0:
-        return torch.device("cuda", 0)
-    if config.device == "cuda":
-        raise RuntimeError(f"run {config.name}: --device cuda, but the export job sees no GPU")
-    return torch.device("cpu")
+    """The export job's device for the run's `--device`: as a rank's (`prunex.training.device.select_device`),
+    the only task on its node."""
+    available = torch.cuda.is_available()
+    return select_device(
+        config.device,
+        0,
+        1,
+        cuda_available=available,
+        visible=torch.cuda.device_count() if available else 0,
+        visible_env=os.environ.get("CUDA_VISIBLE_DEVICES"),
+    )
 
 
 def finish_export(config: RunConfig, run_dir: str | Path) -> Path:
