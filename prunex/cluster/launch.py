@@ -500,6 +500,10 @@ def wait_all(
                     _stop_after_failed_rank(e, outcomes[id(e)], failed_since, stopped, attempt.since)
                     continue
                 pending.remove(e)
+                if id(e) in stopped and e.record.executor == "local":
+                    # the ranks it killed may still be exiting when the job's controller is done: gone before the
+                    # launcher reports (a fault test found rank 1 of a stopped 1x2 job alive as launch returned)
+                    jobs.wait_gone(e.record, CANCEL_WAIT_S["local"], job=e.job)
                 if e.record.executor == "slurm" and not isinstance(e.job, submitit.DebugJob):
                     e.job.watcher.update()  # its final state now, not at submitit's next poll
                 try:
