@@ -186,11 +186,18 @@ class LocalGroupExecutor(LocalExecutor):
         if self.parameters.get("setup"):
             raise ValueError("LocalGroupExecutor does not run `setup` commands; export the environment instead")
         ntasks = self.parameters.get("tasks_per_node", 1)
-        n_gpus = self.parameters.get("gpus_per_node", 0)
-        visible = self.parameters.get("visible_gpus", ())
-        gpus = range(n_gpus) if visible == () else visible[:n_gpus]
-        # the environment submitit's start_controller (submitit 1.5.4, local/local.py) gives the controller
+        # the environment submitit's start_controller (submitit 1.5.4, local/local.py) gives the controller,
+        # but for the GPUs: submitit sets CUDA_VISIBLE_DEVICES to the first `gpus_per_node` GPUs, which hides
+        # every GPU of the machine from a job that asks for none (measured on an H100: `--executor local
+        # --device cuda` failed with CUDA_VISIBLE_DEVICES=''). A prunex job asks for none (the launcher does not
+        # import torch to count them): it sees the GPUs its launcher sees, and each rank takes the one of its
+        # local rank (prunex.training.device). Set only when the parameters ask for GPUs.
         env = dict(os.environ)
+        n_gpus = self.parameters.get("gpus_per_node", 0)
+        if n_gpus or self.parameters.get("visible_gpus", ()):
+            visible = self.parameters.get("visible_gpus", ())
+            gpus = range(n_gpus) if visible == () else visible[:n_gpus]
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(k) for k in gpus)
         env.update(
             SUBMITIT_LOCAL_NTASKS=str(ntasks),
             SUBMITIT_LOCAL_COMMAND=command,
@@ -200,7 +207,6 @@ class LocalGroupExecutor(LocalExecutor):
             SUBMITIT_LOCAL_JOB_NUM_NODES="1",
             SUBMITIT_STDERR_TO_STDOUT="1" if self.parameters.get("stderr_to_stdout", False) else "",
             SUBMITIT_EXECUTOR="local",
-            CUDA_VISIBLE_DEVICES=",".join(str(k) for k in gpus),
             SUBMITIT_LOCAL_WITH_SHELL="",
             PRUNEX_LAUNCHER_PID=str(os.getpid()),
             # submitit would derive the rendezvous port from the job id (a seeded random port), which can
