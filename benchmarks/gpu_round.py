@@ -8,7 +8,7 @@ evaluation until the end. From the run's own logs, per outer iteration:
 - ``local_ms`` / ``consensus_ms``: phase 1 and phases 2-5 (`rounds.parquet`, the device's clock);
 - ``comm_ms``: the union of the iteration's collective spans (`steps.parquet` ``comm_s``);
 - ``other_ms = consensus_ms - comm_ms``: the round's time besides communication;
-- ``shrink_ms``: compress + decompress (`overhead.parquet`);
+- ``shrink_ms``: compress + decompress (`overhead.parquet`), and ``compress_ms`` of it;
 - ``inter_ms`` / ``inter_mb``: the inter-node AllReduces of the compact buckets (one rank: a local copy at
   most), and ``copy_ms``: one contiguous copy of the same bytes on the same device (CUDA events,
   median of 20), the memory-speed reference.
@@ -89,6 +89,7 @@ def iteration_table(run_dir: Path, device: torch.device, freeze: int) -> pd.Data
             "consensus_ms": rounds["consensus_s"] * 1e3,
             "comm_ms": steps["comm_s"] * 1e3,
             "shrink_ms": (overhead["compress_s"] + overhead["decompress_s"]) * 1e3,
+            "compress_ms": overhead["compress_s"] * 1e3,
             "inter_ms": inter["inter_s"] * 1e3,
             "inter_mb": inter["inter_bytes"] / 1e6,
         }

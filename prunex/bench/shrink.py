@@ -2,7 +2,7 @@
 
 Run::
 
-    PYTHONPATH=. python -m prunex.bench.shrink [--keep 0.5] [--repeats 15] [--device auto]
+    PYTHONPATH=. python -m prunex.bench.shrink [--keep 0.5] [--repeats 15] [--device auto] [--sweep]
 
 For every Conv2d weight of the CIFAR ResNet-152 (3x3 stem, no max-pool) it draws random kept index sets
 of ceil(keep * C) output and input channels, then times, over all layers at once (warm-up, ``repeats``
@@ -19,7 +19,8 @@ the full-size bytes. All buffers are allocated before timing (one-shot allocatio
 "compress [plan-torch]". "compress [bucket]" / "decompress [bucket]" are what it runs on a GPU: one
 `BucketShrinkPlan` over all the layers as one bucket (the layers' full values back to back in one flat
 stage), one gather and one scatter (on a GPU with Triton its kernels, `prunex.comm.bucket_kernels`; then
-"[bucket-torch]" rows time torch's index ops over a flat element index too).
+"[bucket-torch]" rows time torch's index ops over a flat element index too, and ``--sweep`` the pack
+kernel's other block sizes and warps, "[bucket-BLOCKxWw]").
 
 Two references: the per-layer copies (one ``copy_`` per layer, as many launches as the per-layer ops) and
 one contiguous copy of the same bytes (one launch: the memory-speed reference). The summary lines give
@@ -30,6 +31,7 @@ the per-layer plan against the first and the bucket plan against the second (iss
 from __future__ import annotations
 
 import argparse
+import functools
 import platform
 import statistics
 import time
@@ -151,6 +153,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=15, help="timed runs per operation (median)")
     parser.add_argument("--device", default="auto", help="auto (cuda if available), cpu, cuda, cuda:1, ...")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--sweep", action="store_true", help="on a GPU, also time the bucket pack's other block sizes and warps"
+    )
     args = parser.parse_args(argv)
     if args.device == "auto":
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -237,12 +242,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows.append(("decompress [bucket-torch]", compact_bytes, 0.0))
         fns.append(lambda: by_index.compress(stage, packed))
         fns.append(lambda: by_index.decompress(packed, out=unpacked))
-        # the other pack kernel (`bucket_kernels.PACK_BY_BLOCKS` picks the plan's), checked to pack the same bytes
-        other = not bucket_kernels.PACK_BY_BLOCKS
-        if not torch.equal(bucket.kernels.pack(stage, torch.empty_like(packed), blocks=other), packed):
-            raise AssertionError("the two pack kernels pack other bytes")
-        rows.append((f"compress [bucket-{'blocks' if other else 'rows'}]", compact_bytes, 0.0))
-        fns.append(lambda: bucket.kernels.pack(stage, packed, blocks=other))
+        if args.sweep:  # the pack's block size and warps (bucket_kernels.PACK_BLOCK, PACK_WARPS: the plan's)
+            for block in (256, 512, 1024, 2048, 4096):
+                for warps in (2, 4, 8):
+                    if (block, warps) == (bucket_kernels.PACK_BLOCK, bucket_kernels.PACK_WARPS):
+                        continue
+                    if not torch.equal(
+                        bucket.kernels.pack(stage, torch.empty_like(packed), block=block, num_warps=warps), packed
+                    ):
+                        raise AssertionError(f"the pack with blocks of {block} packs other bytes")
+                    rows.append((f"compress [bucket-{block}x{warps}w]", compact_bytes, 0.0))
+                    fns.append(functools.partial(bucket.kernels.pack, stage, packed, block=block, num_warps=warps))
 
     seconds = _median_seconds(fns, device, args.repeats)
     rows = [(name, nbytes, sec) for (name, nbytes, _), sec in zip(rows, seconds, strict=True)]

@@ -9,11 +9,9 @@ Why kernels: the torch path reads an index of one int32 per packed element (as m
 to gather, and an int64 one to scatter after zero-filling the whole stage. Here positions are computed
 from the layers' kept index lists, a few KB that stay in cache:
 
-- `pack`: one program per packed row, i.e. per kept filter p of a constrained layer of kernel size K
-  (one launch per K among the bucket's layers, K a compile-time constant, so ``j // K`` and ``j % K`` are
-  no divisions): packed element j of the row is stage element
-  ``filter_start + K_in[j // K] * K + j % K``, filter_start = base + K_out[p] * C_in * K; a dense tensor
-  is one row copied straight.
+- `pack`: blocks of `PACK_BLOCK` consecutive packed elements of one tensor per program, each program
+  writing one contiguous run of the bucket and computing each element's stage position from the layer's
+  kept index lists (`unpack` mirrored); a dense tensor is copied straight.
 - `unpack`: every stage element once (the kept value, or 0 off the support, so no separate zero fill),
   from the layer's position tables (index of each output and input channel among the kept ones, -1 if
   pruned), in blocks of `BLOCK` elements that never straddle two tensors.
@@ -23,14 +21,15 @@ emulated on GPUs: the first version, which divided by runtime sizes in int64 per
 0.24 of a contiguous copy on an H100, 2026-11-27).
 
 What they gave on one H100 (`python -m prunex.bench.shrink --device cuda`, ResNet-152 shapes, keep 0.5,
-58 MB packed; `saved-logs/gpu/h100-2026-11-27`): unpack 0.24 ms, against 0.26 ms for zero fill +
-`index_copy_` (0.76 of one contiguous copy of the full-size bytes); pack 0.24 ms, against 0.16 ms for
-`index_select` (0.26 and 0.375 of one contiguous copy of the packed bytes; the target is 0.5). The pack is
-kept because it also adds v_i to z_i on the kept elements (`pack`'s ``plus``), where the torch path needs
-a second gather and an add. Several short rows per program did not help (0.30 and 0.21 with 4 and 16 rows).
-`_pack_blocks_kernel` is `unpack` mirrored: blocks of consecutive packed elements, each program writing one
-contiguous run of the bucket and computing each element's stage position from the kept index lists; it is
-timed beside the row kernel by the bench (`PACK_BY_BLOCKS`), not yet on a GPU.
+58 MB packed, 232 MB full-size): unpack 0.23-0.24 ms, 0.76 of one contiguous copy of the full-size bytes
+(`saved-logs/gpu/h100-2026-11-27`, `saved-logs/gpu/h100-2026-11-28`). The pack was first one program per
+packed row (a kept filter; one launch per kernel size): 0.21-0.24 ms, 0.26-0.28 of one contiguous copy of the
+packed bytes, slower than `index_select` over a flat index (0.37). The block-wise pack measured 0.13 ms (0.45)
+in the same run (2026-11-28) and replaced it; `--sweep` times its block sizes and warps. The pack is a kernel
+rather than `index_select` also because it adds v_i to z_i on the kept elements (`pack`'s ``plus``), where
+the torch path needs a second gather and an add. A pack reads whole 32-byte sectors of the stage around
+the kept elements it gathers, about twice the packed bytes at keep 0.5 (an estimate from the access
+pattern: runs of K contiguous elements per kept input channel), which holds it below a copy's rate.
 """
 
 from __future__ import annotations
@@ -45,12 +44,10 @@ except ImportError:  # pragma: no cover - CPU-only installs without triton: the 
     triton = None
 
 BLOCK = 1024  # unpack: elements per program
-PACK_BLOCK = 256  # pack: elements per step along a packed row (2 warps: rows of 1x1 layers are short)
-# Which pack `BucketKernels.pack` runs: the row kernel (measured on an H100: 0.26-0.31 of a contiguous copy) or the
-# block-wise one, `unpack` mirrored (`BLOCK` packed elements per program; unpack, built the same way, measured
-# 0.76-0.80). The block-wise pack is not yet measured on a GPU: `python -m prunex.bench.shrink --device cuda`
-# times both ("compress [bucket]" and "compress [bucket-blocks]"), and the faster becomes the default.
-PACK_BY_BLOCKS = False
+# pack: packed elements per program and warps per program (`python -m prunex.bench.shrink --device cuda
+# --sweep` times other choices)
+PACK_BLOCK = 1024
+PACK_WARPS = 4
 
 
 def available() -> bool:
@@ -59,40 +56,6 @@ def available() -> bool:
 
 
 if triton is not None:
-
-    @triton.jit
-    def _pack_kernel(
-        stage_ptr,
-        plus_ptr,
-        bucket_ptr,
-        src_ptr,
-        dst_ptr,
-        n_ptr,
-        ioff_ptr,
-        dense_ptr,
-        iidx_ptr,
-        K: tl.constexpr,
-        ADD: tl.constexpr,
-        BLOCK: tl.constexpr,
-    ):
-        # one program per packed row: a kept filter p of a layer of kernel size K (its |K_in| * K elements
-        # K_in[q] * K + r after the filter's start in the stage), or a whole dense tensor (K = 1)
-        row = tl.program_id(0)
-        src = tl.load(src_ptr + row)  # int64: the filter's (or tensor's) first stage element
-        dst = tl.load(dst_ptr + row)  # int64: the row's first bucket element
-        n = tl.load(n_ptr + row)
-        ioff = tl.load(ioff_ptr + row)
-        gather = tl.load(dense_ptr + row) == 0
-        for first in range(0, n, BLOCK):
-            j = first + tl.arange(0, BLOCK)
-            m = j < n
-            i = tl.load(iidx_ptr + ioff + j // K, mask=m & gather, other=0)  # K constexpr: no division
-            offset = tl.where(gather, i * K + j % K, j)
-            at = src + offset.to(tl.int64)
-            v = tl.load(stage_ptr + at, mask=m)
-            if ADD:  # c = z_i + v_i (Alg. 1 line 19), on the kept elements only
-                v = v + tl.load(plus_ptr + at, mask=m)
-            tl.store(bucket_ptr + dst + j, v, mask=m)
 
     @triton.jit
     def _unpack_kernel(
@@ -183,52 +146,13 @@ if triton is not None:
         tl.store(bucket_ptr + dst + e, v, mask=m)
 
 
-def _pack_rows(
-    layers: list[tuple[Tensor | None, Tensor | None, tuple[int, ...]]], cols: dict[str, list[int]], device: torch.device
-) -> dict[int, tuple[Tensor, ...]]:
-    """Per kernel size K, the pack kernel's row table: per packed row its first stage element (int64), first
-    bucket element (int64), length, the offset of its layer's K_in in the K group's index list, and whether
-    it is a dense tensor; and that index list (int32)."""
-    groups: dict[int, dict[str, list]] = {}
-    for t, (o, i, _) in enumerate(layers):
-        k = cols["k"][t]
-        g = groups.setdefault(k, {"src": [], "dst": [], "n": [], "ioff": [], "dense": [], "iidx": [], "size": 0})
-        base, dst = cols["base"][t], cols["dst"][t]
-        if o is None:
-            rows = 1
-            g["src"].append(torch.tensor([base]))
-            g["dst"].append(torch.tensor([dst]))
-            g["n"].append(torch.tensor([cols["numel"][t]]))
-        else:
-            o = o.to("cpu", torch.int64)
-            rows, length = o.numel(), cols["nq"][t] * k
-            g["src"].append(base + o * (cols["cin"][t] * k))  # filter K_out[p]'s first element
-            g["dst"].append(dst + torch.arange(rows) * length)
-            g["n"].append(torch.full((rows,), length))
-            g["iidx"].append(i.to("cpu", torch.int64))
-        g["ioff"].append(torch.full((rows,), g["size"]))
-        g["dense"].append(torch.full((rows,), int(o is None)))
-        g["size"] += 0 if o is None else cols["nq"][t]
-    out = {}
-    for k, g in groups.items():
-        iidx = torch.cat(g["iidx"]) if g["iidx"] else torch.zeros(1, dtype=torch.int64)
-        out[k] = (
-            torch.cat(g["src"]).to(device, torch.int64),
-            torch.cat(g["dst"]).to(device, torch.int64),
-            torch.cat(g["n"]).to(device, torch.int32),
-            torch.cat(g["ioff"]).to(device, torch.int32),
-            torch.cat(g["dense"]).to(device, torch.int32),
-            iidx.to(device, torch.int32),
-        )
-    return out
-
-
-def _blocks(numels: list[int], device: torch.device) -> tuple[Tensor, Tensor]:
-    """The block table over tensors of these sizes: per block, its tensor and its first element."""
-    counts = torch.tensor([-(-n // BLOCK) for n in numels], dtype=torch.int64)
+def _blocks(numels: list[int], device: torch.device, block: int) -> tuple[Tensor, Tensor]:
+    """The block table over tensors of these sizes: per block of `block` elements, its tensor and its first
+    element."""
+    counts = torch.tensor([-(-n // block) for n in numels], dtype=torch.int64)
     tensor = torch.repeat_interleave(torch.arange(len(numels)), counts)
     first = torch.cumsum(counts, 0) - counts  # each tensor's first block
-    start = (torch.arange(int(counts.sum())) - first[tensor]) * BLOCK
+    start = (torch.arange(int(counts.sum())) - first[tensor]) * block
     return tensor.to(device, torch.int32), start.to(device, torch.int32)
 
 
@@ -282,7 +206,6 @@ class BucketKernels:
             base += full
             dst += numel
         self.stage_numel, self.numel = base, dst
-        self.rows = _pack_rows(layers, cols, device)
 
         def ints(values: list[int], dtype: torch.dtype = torch.int32) -> Tensor:
             return torch.tensor(values if values else [0], dtype=dtype).to(device)
@@ -295,58 +218,50 @@ class BucketKernels:
         self.dense, self.cin, self.k, self.nq = (ints(cols[c]) for c in ("dense", "cin", "k", "nq"))
         self.opoff, self.ipoff = ints(cols["opoff"]), ints(cols["ipoff"])
         self.opos, self.ipos = cat(opos), cat(ipos)
-        self.unpack_tensor, self.unpack_start = _blocks(cols["full"], device)
+        self.unpack_tensor, self.unpack_start = _blocks(cols["full"], device, BLOCK)
         self.unpack_grid = self.unpack_tensor.numel()
         self.numel_t = ints(cols["numel"])
         self.ooff, self.ioff = ints(cols["ooff"]), ints(cols["ioff"])
         self.oidx, self.iidx = cat(oidx), cat(iidx)
-        self.pack_tensor, self.pack_start = _blocks(cols["numel"], device)
+        self._numels, self._device = list(cols["numel"]), device
+        self._pack_tables: dict[int, tuple[Tensor, Tensor]] = {}  # per block size: `_blocks`
 
-    def pack(self, stage: Tensor, out: Tensor, plus: Tensor | None = None, *, blocks: bool = PACK_BY_BLOCKS) -> Tensor:
+    def pack(
+        self,
+        stage: Tensor,
+        out: Tensor,
+        plus: Tensor | None = None,
+        *,
+        block: int = PACK_BLOCK,
+        num_warps: int = PACK_WARPS,
+    ) -> Tensor:
         """``out`` (the bucket's region, `numel`) = the kept elements of every tensor of the flat ``stage``
-        (plus those of ``plus``, laid out alike, when given): one launch per kernel size K among the
-        bucket's layers (its row table, `_pack_rows`), or with ``blocks`` one launch over blocks of packed
-        elements (`PACK_BY_BLOCKS`). The same bytes either way."""
-        add = plus is not None
-        if blocks:
-            if self.pack_tensor.numel():
-                _pack_blocks_kernel[(self.pack_tensor.numel(),)](
-                    stage,
-                    plus if add else stage,
-                    out,
-                    self.pack_tensor,
-                    self.pack_start,
-                    self.base,
-                    self.dst,
-                    self.numel_t,
-                    self.dense,
-                    self.cin,
-                    self.k,
-                    self.nq,
-                    self.ooff,
-                    self.ioff,
-                    self.oidx,
-                    self.iidx,
-                    ADD=add,
-                    BLOCK=BLOCK,
-                )
-            return out
-        for k, (src, dst, n, ioff, dense, iidx) in self.rows.items():
-            grid = (src.numel(),)
-            _pack_kernel[grid](
+        (plus those of ``plus``, laid out alike, when given): one launch over blocks of ``block`` packed
+        elements, ``num_warps`` warps each."""
+        if block not in self._pack_tables:
+            self._pack_tables[block] = _blocks(self._numels, self._device, block)
+        tensor, start = self._pack_tables[block]
+        if tensor.numel():
+            _pack_blocks_kernel[(tensor.numel(),)](
                 stage,
-                plus if add else stage,
+                stage if plus is None else plus,
                 out,
-                src,
-                dst,
-                n,
-                ioff,
-                dense,
-                iidx,
-                K=k,
-                ADD=add,
-                BLOCK=PACK_BLOCK,
-                num_warps=2,
+                tensor,
+                start,
+                self.base,
+                self.dst,
+                self.numel_t,
+                self.dense,
+                self.cin,
+                self.k,
+                self.nq,
+                self.ooff,
+                self.ioff,
+                self.oidx,
+                self.iidx,
+                ADD=plus is not None,
+                BLOCK=block,
+                num_warps=num_warps,
             )
         return out
 

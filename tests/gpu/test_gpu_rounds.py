@@ -177,10 +177,10 @@ def test_the_gpu_bucket_plan_is_bitwise_the_cpu_layer_plans(keep: float) -> None
     added = [t + view for t, view in zip(full, bucket.stage_views(plus), strict=True)]
     expected = torch.cat([(p.compress(t) if p else t).reshape(-1) for p, t in zip(plans, added, strict=True)])
     assert torch.equal(summed.cpu().view(torch.int32), expected.view(torch.int32))
-    for blocks in (False, True):  # both pack kernels (bucket_kernels.PACK_BY_BLOCKS picks the plan's)
+    for block in (256, 4096):  # the pack's other block sizes (`bucket_kernels.PACK_BLOCK` is the plan's)
         for extra, want in ((None, packed), (plus.cuda(), summed)):
-            got = bucket.kernels.pack(stage, torch.empty(bucket.numel, device="cuda"), extra, blocks=blocks)
-            assert torch.equal(got.view(torch.int32), want.view(torch.int32)), (blocks, extra is not None)
+            got = bucket.kernels.pack(stage, torch.empty(bucket.numel, device="cuda"), extra, block=block)
+            assert torch.equal(got.view(torch.int32), want.view(torch.int32)), (block, extra is not None)
     unpacked = bucket.stage_views(
         bucket.decompress(packed, out=torch.full((bucket.stage_numel,), float("nan"), device="cuda"))
     )

@@ -38,5 +38,5 @@ def test_bench_prints_the_gpu_table(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert out.startswith("# cuda: ") and "native compress kernel" not in out
     ratios = [float(line.rsplit(":", 1)[1]) for line in out.splitlines() if line.startswith("# ") and " vs " in line]
-    # per-layer and bucket plans, and the bucket's other pack kernel where Triton runs
-    assert len(ratios) == 4 + bucket_kernels.available() and all(r > 0 for r in ratios), out
+    assert len(ratios) == 4 and all(r > 0 for r in ratios), out  # per-layer and bucket plans
+    assert ("[bucket-torch]" in out) == bucket_kernels.available()  # the kernels' alternative, where they run
