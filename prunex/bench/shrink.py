@@ -6,7 +6,7 @@ Run::
 
 For every Conv2d weight of the CIFAR ResNet-152 (3x3 stem, no max-pool) it draws random kept index sets
 of ceil(keep * C) output and input channels, then times, over all layers at once (warm-up, ``repeats``
-runs, median; CUDA synchronized), compress and decompress with each method of
+runs, median; on a GPU CUDA events, each run from a cold L2 cache), compress and decompress with each method of
 :mod:`prunex.comm.shrink`, and ``dst.copy_(src)`` of the compact bytes of each layer as the reference.
 
 Byte accounting: every row is credited with the bytes of the compact tensors (one direction, not
@@ -85,23 +85,34 @@ def _hardware(device: torch.device) -> str:
 def _median_seconds(
     fns: Sequence[Callable[[], object]], device: torch.device, repeats: int, warmup: int = 2
 ) -> list[float]:
-    """Median wall time of each function; the functions are timed round-robin so that background load
-    on a shared machine hits all of them alike."""
+    """Median time of each function; the functions are timed round-robin so that background load on a
+    shared machine hits all of them alike.
 
-    def sync() -> None:
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-
+    On a GPU each call starts with a cold L2 cache (a 256 MB buffer is written first, as
+    `triton.testing.do_bench` does) and is timed with CUDA events on the current stream, so that no row
+    gains from what its predecessor left in the cache (an H100's L2 holds 50 MB, the size of the buffers
+    timed here; before this, on 2026-11-28, the same pack measured 0.12 ms among the `--sweep` rows, which
+    all pack the same bytes one after another, and 0.22 ms after a 58 MB copy); the host's launch time is in
+    the span, as it is in a round. On a CPU, the wall clock."""
+    cuda = device.type == "cuda"
+    flush = torch.empty(256 * 2**20 // 4, device=device) if cuda else None
     for _ in range(warmup):
         for fn in fns:
             fn()
     times: list[list[float]] = [[] for _ in fns]
     for _ in range(repeats):
         for fn, ts in zip(fns, times, strict=True):
-            sync()
+            if flush is not None:
+                flush.zero_()
+                begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                begin.record()
+                fn()
+                end.record()
+                end.synchronize()
+                ts.append(begin.elapsed_time(end) / 1e3)
+                continue
             t0 = time.perf_counter()
             fn()
-            sync()
             ts.append(time.perf_counter() - t0)
     return [statistics.median(ts) for ts in times]
 
