@@ -8,6 +8,7 @@ the wire, buckets of one tensor and one bucket of all, the leaders' and the shar
 
 from __future__ import annotations
 
+import pytest
 import torch
 from distributed import run_distributed
 from interpreted import run_in_triton_interpreter
@@ -17,6 +18,7 @@ from prunex.admm.engine import flat_state
 from prunex.admm.steps import inter_node_average
 from prunex.comm import Comm
 from prunex.comm.bucket import Bucketer
+from prunex.comm.bucket_kernels import _launch_setting
 from prunex.comm.shrink import BucketShrinkPlan, ShrinkPlan
 from prunex.comm.wire import WireBuckets
 from prunex.pruning import GroupMask
@@ -140,3 +142,14 @@ def test_the_exchange_with_one_gather_per_bucket_equals_the_layer_plans_bitwise(
                         assert torch.equal(z_ref[n], z[n]), (wire_dtype, bucket_mb, key, n)
                     assert torch.equal(buf_ref["bn.mean"], buf["bn.mean"])
             assert not torch.equal(reference[0][0]["a"], reference[2][0]["a"])  # other masks, other z
+
+
+def test_the_pack_launch_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PRUNEX_PACK_BLOCK", "2048")
+    assert _launch_setting("PRUNEX_PACK_BLOCK", 1024, (1024, 2048)) == 2048
+    monkeypatch.delenv("PRUNEX_PACK_BLOCK")
+    assert _launch_setting("PRUNEX_PACK_BLOCK", 1024, (1024, 2048)) == 1024
+    for bad in ("1000", "-1", "big"):  # not a power of two Triton can tile with, not a count
+        monkeypatch.setenv("PRUNEX_PACK_BLOCK", bad)
+        with pytest.raises(ValueError, match=f"PRUNEX_PACK_BLOCK='{bad}': expected one of 1024, 2048"):
+            _launch_setting("PRUNEX_PACK_BLOCK", 1024, (1024, 2048))

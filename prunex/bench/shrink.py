@@ -256,8 +256,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.sweep:  # the pack's block size and warps (bucket_kernels.PACK_BLOCK, PACK_WARPS: the plan's)
             for block in (256, 512, 1024, 2048, 4096):
                 for warps in (2, 4, 8):
-                    if (block, warps) == (bucket_kernels.PACK_BLOCK, bucket_kernels.PACK_WARPS):
-                        continue
                     if not torch.equal(
                         bucket.kernels.pack(stage, torch.empty_like(packed), block=block, num_warps=warps), packed
                     ):
@@ -299,9 +297,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"# decompress [plan] vs copy of the full-size bytes: {full_copy / dec_plan:.2f}")
     print(f"# compress [bucket] vs one contiguous copy of the compact bytes: {one_compact / comp_bucket:.2f}")
     print(f"# decompress [bucket] vs one contiguous copy of the full-size bytes: {one_full / dec_bucket:.2f}")
-    for name, _, sec in rows[first_bucket_row + 4 :]:
-        if name.startswith("compress [bucket-") and name != "compress [bucket-torch]":
-            print(f"# {name} vs one contiguous copy of the compact bytes: {one_compact / sec:.2f}")
+    swept = [(sec, name) for name, _, sec in rows[first_bucket_row + 4 :] if name.endswith("w]")]
+    for sec, name in swept:
+        print(f"# {name} vs one contiguous copy of the compact bytes: {one_compact / sec:.2f}")
+    if swept:
+        sec, name = min(swept)
+        block, warps = name[len("compress [bucket-") : -len("w]")].split("x")
+        print(
+            f"# fastest pack in the sweep: PRUNEX_PACK_BLOCK={block} PRUNEX_PACK_WARPS={warps} "
+            f"({one_compact / sec:.2f}); the plan's: {bucket_kernels.PACK_BLOCK}x{bucket_kernels.PACK_WARPS}w"
+        )
     return 0
 
 

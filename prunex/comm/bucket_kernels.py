@@ -34,6 +34,8 @@ pattern: runs of K contiguous elements per kept input channel), which holds it b
 
 from __future__ import annotations
 
+import os
+
 import torch
 from torch import Tensor
 
@@ -44,10 +46,20 @@ except ImportError:  # pragma: no cover - CPU-only installs without triton: the 
     triton = None
 
 BLOCK = 1024  # unpack: elements per program
-# pack: packed elements per program and warps per program (`python -m prunex.bench.shrink --device cuda
-# --sweep` times other choices)
-PACK_BLOCK = 1024
-PACK_WARPS = 4
+
+
+def _launch_setting(name: str, default: int, allowed: tuple[int, ...]) -> int:
+    """An integer launch setting from the environment (one-line error when it is not one of ``allowed``)."""
+    raw = os.environ.get(name, str(default))
+    if not raw.isdigit() or int(raw) not in allowed:
+        raise ValueError(f"{name}={raw!r}: expected one of {', '.join(map(str, allowed))}")
+    return int(raw)
+
+
+# pack: packed elements and warps per program. Another GPU may prefer others: `python -m prunex.bench.shrink
+# --device cuda --sweep` times them, and PRUNEX_PACK_BLOCK / PRUNEX_PACK_WARPS set them (the same bytes either way)
+PACK_BLOCK = _launch_setting("PRUNEX_PACK_BLOCK", 1024, (64, 128, 256, 512, 1024, 2048, 4096))
+PACK_WARPS = _launch_setting("PRUNEX_PACK_WARPS", 4, (1, 2, 4, 8, 16))
 
 
 def available() -> bool:
