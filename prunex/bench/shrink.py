@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import functools
 import platform
+import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -85,23 +86,28 @@ def _hardware(device: torch.device) -> str:
 def _median_seconds(
     fns: Sequence[Callable[[], object]], device: torch.device, repeats: int, warmup: int = 2
 ) -> list[float]:
-    """Median time of each function; the functions are timed round-robin so that background load on a
-    shared machine hits all of them alike.
+    """Median time of each function; the functions are timed round-robin, in a new order each round (seeded),
+    so that background load on a shared machine hits all of them alike and no function always follows the
+    same one.
 
     On a GPU each call starts with a cold L2 cache (a 256 MB buffer is written first, as
-    `triton.testing.do_bench` does) and is timed with CUDA events on the current stream, so that no row
-    gains from what its predecessor left in the cache (an H100's L2 holds 50 MB, the size of the buffers
-    timed here; before this, on 2026-11-28, the same pack measured 0.12 ms among the `--sweep` rows, which
-    all pack the same bytes one after another, and 0.22 ms after a 58 MB copy); the host's launch time is in
-    the span, as it is in a round. On a CPU, the wall clock."""
+    `triton.testing.do_bench` does; an H100's L2 holds 50 MB, the size of the buffers timed here) and is
+    timed with CUDA events on the current stream; the host's launch time is in the span, as it is in a
+    round. On a CPU, the wall clock. Why both: on 2026-11-28 (one H100 per call,
+    `saved-logs/gpu/h100-2026-11-28/`) one pack launch, the plan's setting, measured 0.17 ms as the
+    "compress [bucket]" row and 0.07 ms as the `--sweep` row of the same setting in the same run, with a cold
+    L2 and in a fixed order (before the L2 was cleared: 0.22 ms, and 0.12 ms for blocks of 1,024 on 2 or 8
+    warps); the cause is not found, and the shuffled order is there so that a row's place cannot be it."""
     cuda = device.type == "cuda"
     flush = torch.empty(256 * 2**20 // 4, device=device) if cuda else None
     for _ in range(warmup):
         for fn in fns:
             fn()
     times: list[list[float]] = [[] for _ in fns]
+    order = random.Random(0)
     for _ in range(repeats):
-        for fn, ts in zip(fns, times, strict=True):
+        for i in order.sample(range(len(fns)), len(fns)):
+            fn, ts = fns[i], times[i]
             if flush is not None:
                 flush.zero_()
                 begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
