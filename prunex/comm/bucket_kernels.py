@@ -25,7 +25,9 @@ What they gave on one H100 (`python -m prunex.bench.shrink --device cuda`, ResNe
 (`saved-logs/gpu/h100-2026-11-27`, `saved-logs/gpu/h100-2026-11-28`). The pack was first one program per
 packed row (a kept filter; one launch per kernel size): 0.21-0.24 ms, 0.26-0.28 of one contiguous copy of the
 packed bytes, slower than `index_select` over a flat index (0.37). The block-wise pack measured 0.13 ms (0.45)
-in the same run (2026-11-28) and replaced it; `--sweep` times its block sizes and warps. The pack is a kernel
+in the same run (2026-11-28) and replaced it; `--sweep` times its block sizes and warps: with a cold L2, 0.07 ms
+(0.70) at the default setting and no setting clearly faster, though the bench's "compress [bucket]" row, the
+same launch, measured 0.27-0.34 in those runs, unexplained (`saved-logs/gpu/h100-2026-11-28/`). The pack is a kernel
 rather than `index_select` also because it adds v_i to z_i on the kept elements (`pack`'s ``plus``), where
 the torch path needs a second gather and an add. A pack reads whole 32-byte sectors of the stage around
 the kept elements it gathers, about twice the packed bytes at keep 0.5 (an estimate from the access
