@@ -265,6 +265,21 @@ def test_the_in_job_bench_gets_back_the_cores_a_bound_rank_gave_up(data_root: Pa
     assert set(rows["batch"]) == {1, 4} and (rows["threads"] == len(before)).all()
 
 
+def make_trained_run(config: RunConfig) -> Path:
+    """What a training job of ``config`` (a run of several tasks with `--export`) leaves: the run directory with
+    its config, a masked ResNet-20 as `final_model.pt` with its checksum, and the marker TRAINED."""
+    from prunex.cluster.preflight import preflight
+    from prunex.training.log import write_marker
+
+    run_dir = preflight(config)
+    (run_dir / "config.json").write_text(json.dumps(config.to_dict()))
+    model = mask_randomly_(build_model("resnet20").eval(), filter_keep=0.5, channel_keep=0.5, seed=1)
+    torch.save(model.state_dict(), run_dir / "final_model.pt")
+    export.write_checksum(run_dir / "final_model.pt")
+    write_marker(run_dir / "TRAINED")
+    return run_dir
+
+
 @pytest.mark.slow
 def test_a_trained_run_is_relaunched_as_its_export_job_only(data_root: Path, tmp_path: Path) -> None:
     """Issue 27: `--export` held the whole allocation (the paper's Pareto: 64 GPUs) while rank 0 exported and
@@ -275,8 +290,6 @@ def test_a_trained_run_is_relaunched_as_its_export_job_only(data_root: Path, tmp
     trained again."""
     from prunex.cluster.launch import launch
     from prunex.cluster.lock import job_history
-    from prunex.cluster.preflight import preflight
-    from prunex.training.log import write_marker
 
     config = RunConfig(
         method="hsadmm",
@@ -291,13 +304,8 @@ def test_a_trained_run_is_relaunched_as_its_export_job_only(data_root: Path, tmp
         results=str(tmp_path / "r"),
     )
     assert config.export_job
-    run_dir = preflight(config)
-    (run_dir / "config.json").write_text(json.dumps(config.to_dict()))  # what a training job leaves TRAINED
-    model = mask_randomly_(build_model("resnet20").eval(), filter_keep=0.5, channel_keep=0.5, seed=1)
-    torch.save(model.state_dict(), run_dir / "final_model.pt")
-    export.write_checksum(run_dir / "final_model.pt")
+    run_dir = make_trained_run(config)
     weights = (run_dir / "final_model.pt").read_bytes()
-    write_marker(run_dir / "TRAINED")
 
     # an export job that fails (4 KB of the model overwritten: its checksum refuses it) leaves the run TRAINED
     damaged = bytearray(weights)

@@ -2,7 +2,7 @@
 
     pytest tests/gpu -q        # skipped where torch sees no CUDA GPU
 
-A TRAINED 1 x 2 run is made by hand (as `tests/test_export.py` does on the CPU) with `--device cuda`; the
+A TRAINED 1 x 2 run is made by hand (`tests/test_export.py`'s `make_trained_run`) with `--device cuda`; the
 launcher submits its export job (local executor: one task), which must export on cuda:0 and bench the dense and
 the compact model on the CPU and the GPU, then mark the run DONE.
 """
@@ -15,17 +15,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+from test_export import make_trained_run
 
 from prunex.bench import inference
-from prunex.bench.inference import mask_randomly_
 from prunex.cluster.launch import launch
 from prunex.cluster.lock import job_history
-from prunex.cluster.preflight import preflight
 from prunex.pruning import export
 from prunex.training.config import RunConfig
 from prunex.training.export_step import export_device
-from prunex.training.log import write_marker
-from prunex.training.models import build_model
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -45,12 +42,7 @@ def test_the_export_job_exports_and_benches_on_the_gpu(data_root: Path, tmp_path
         results=str(tmp_path / "r"),
     )
     assert config.export_job and export_device(config) == torch.device("cuda", 0)
-    run_dir = preflight(config)
-    (run_dir / "config.json").write_text(json.dumps(config.to_dict()))
-    model = mask_randomly_(build_model("resnet20").eval(), filter_keep=0.5, channel_keep=0.5, seed=1)
-    torch.save(model.state_dict(), run_dir / "final_model.pt")
-    export.write_checksum(run_dir / "final_model.pt")
-    write_marker(run_dir / "TRAINED")
+    run_dir = make_trained_run(config)
 
     assert launch(config, echo=False) == run_dir
     assert (run_dir / "DONE").exists() and not (run_dir / "TRAINED").exists()
