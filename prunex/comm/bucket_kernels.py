@@ -23,7 +23,7 @@ emulated on GPUs: the first version, which divided by runtime sizes in int64 per
 What they gave on one H100 (`python -m prunex.bench.shrink --device cuda`, ResNet-152 shapes, keep 0.5,
 58 MB packed, 232 MB full-size): unpack 0.23-0.24 ms, 0.76 of one contiguous copy of the full-size bytes
 (`saved-logs/gpu/h100-2026-11-27`, `saved-logs/gpu/h100-2026-11-28`). The pack was first one program per
-packed row (a kept filter; one launch per kernel size): 0.21-0.24 ms, 0.26-0.28 of one contiguous copy of the
+packed row (a kept filter; one launch per kernel size): 0.21-0.24 ms, 0.26-0.31 of one contiguous copy of the
 packed bytes, slower than `index_select` over a flat index (0.37). The block-wise pack measured 0.13 ms (0.45)
 in the same run (2026-11-28) and replaced it; `--sweep` times its block sizes and warps: with a cold L2, 0.07 ms
 (0.70) at the default setting and no setting clearly faster, though the bench's "compress [bucket]" row, the
