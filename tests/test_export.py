@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -330,3 +331,42 @@ def test_a_trained_run_is_relaunched_as_its_export_job_only(data_root: Path, tmp
     summary = json.loads((run_dir / export.EXPORT_JSON).read_text())
     assert summary["compact_params"] < summary["dense_params"], summary
     assert launch(config, echo=False) == run_dir and len(job_history(run_dir)) == 2  # DONE: nothing submitted
+
+
+def test_an_interrupt_while_the_export_job_is_submitted_cancels_it(
+    data_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C while a job is being submitted waits until it is submitted and recorded (`interrupt.deferred`), then
+    cancels it. The wait used to end inside the submission, before the job was among those the launcher cancels:
+    the job ran on, unwaited, and its run's claim was released. Here the export job of a TRAINED run gets SIGINT
+    right after its submission."""
+    from prunex.cluster import interrupt, jobs
+    from prunex.cluster import launch as launcher
+    from prunex.cluster.lock import job_history
+
+    config = RunConfig(
+        method="hsadmm",
+        nodes=1,
+        procs_per_node=2,
+        name="ix",
+        export=True,
+        executor="local",
+        data_root=str(data_root),
+        results=str(tmp_path / "r"),
+    )
+    run_dir = make_trained_run(config)
+    submit_and_record = launcher._submit_and_record
+
+    def interrupted_after(*args: object, **kwargs: object) -> list:
+        out = submit_and_record(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGINT)  # handled now: deferred until the job is among the launcher's
+        return out
+
+    monkeypatch.setattr(launcher, "_submit_and_record", interrupted_after)
+    with interrupt.interruptible(), pytest.raises(interrupt.Interrupted) as stopped:
+        launcher.launch(config, echo=False)
+    assert "interrupted" in str(stopped.value), stopped.value
+    (record,) = job_history(run_dir)
+    assert record["tasks"] == 1
+    assert jobs.state(jobs.JobRecord(**record)) == jobs.GONE  # cancelled and waited for, not left running
+    assert (run_dir / "TRAINED").exists() and not (run_dir / "DONE").exists()

@@ -177,8 +177,11 @@ def submit(
         for export in (False, True):
             stage = [o for o in owned if (o[1] / TRAINED).exists() == export]
             for items in by_submission(stage, slurm, folder, config_of=lambda item: item[0], export=export):
-                out += _submit_group(items, slurm, folder, echo, one_at_a_time, export=export)
-                owned = [o for o in owned if o not in items]
+                # an interrupt waits until the group's jobs are submitted, recorded and in `out`, then cancels them
+                # (raised inside `_submit_group`, it would leave them running and their claims released)
+                with deferred():
+                    out += _submit_group(items, slurm, folder, echo, one_at_a_time, export=export)
+                    owned = [o for o in owned if o not in items]
     except BaseException as e:
         for _, run_dir, _ in owned:  # claimed, never submitted
             release_claim(run_dir)
@@ -231,8 +234,7 @@ def _submit_group(
     executor = make_executor(first, folder or items[0][1] / "submitit", slurm, export=export)
     if one_at_a_time and first.executor == "slurm":
         executor.update_parameters(slurm_array_parallelism=1)
-    with deferred():  # an interrupt waits until the jobs are submitted and recorded, then cancels them
-        out = _submit_and_record(executor, items, echo, export)
+    out = _submit_and_record(executor, items, echo, export)  # its callers defer an interrupt over it
     for e in out:
         e.slurm, e.folder = slurm, folder
     return out
@@ -508,18 +510,21 @@ def wait_all(
                     e.job.watcher.update()  # its final state now, not at submitit's next poll
                 try:
                     wait(e.job, e.config, e.run_dir, stopped.get(id(e)), e.record.tasks)
-                    export = _export_after(e, echo)
+                    # an interrupt while the export job is submitted waits until it is pending here, and so is
+                    # cancelled with the rest (not left running, recorded but unwaited)
+                    with deferred():
+                        export = _export_after(e, echo)
+                        if export is not None:
+                            entries.append(export)
+                            pending.append(export)
+                            tails[id(export)] = _Tail(export.job, from_end=False)
+                            outcomes[id(export)] = {}
                 except RuntimeError as err:
                     failures.append((e.config.name, str(err)))
                     if runs > 1:
                         print(f"[{e.config.name}] FAILED: {err}", file=sys.stderr, flush=True)
                 else:
-                    if export is not None:
-                        entries.append(export)
-                        pending.append(export)
-                        tails[id(export)] = _Tail(export.job, from_end=False)
-                        outcomes[id(export)] = {}
-                    elif echo and runs > 1:
+                    if export is None and echo and runs > 1:
                         left = len({p.run_dir for p in pending})
                         print(f"[{e.config.name}] finished ({runs - left}/{runs})", flush=True)
             if pending:
