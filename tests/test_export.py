@@ -370,3 +370,46 @@ def test_an_interrupt_while_the_export_job_is_submitted_cancels_it(
     assert record["tasks"] == 1
     assert jobs.state(jobs.JobRecord(**record)) == jobs.GONE  # cancelled and waited for, not left running
     assert (run_dir / "TRAINED").exists() and not (run_dir / "DONE").exists()
+
+
+def test_an_interrupt_while_the_export_job_is_submitted_after_training_cancels_it(
+    data_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same in `wait_all`, where a training job that ended TRAINED gets its export job: here a finished
+    two-task job that trained nothing stands for the training job of a TRAINED run made by hand."""
+    import functools
+
+    from prunex.cluster import interrupt, jobs
+    from prunex.cluster import launch as launcher
+    from prunex.cluster.lock import job_history
+
+    config = RunConfig(
+        method="hsadmm",
+        nodes=1,
+        procs_per_node=2,
+        name="iw",
+        export=True,
+        executor="local",
+        data_root=str(data_root),
+        results=str(tmp_path / "r"),
+    )
+    run_dir = make_trained_run(config)
+    executor = jobs.LocalGroupExecutor(folder=str(tmp_path / "trained"))
+    executor.update_parameters(tasks_per_node=2, timeout_min=2)
+    trained = executor.submit(functools.partial(int, 0))
+    assert trained.results() == [0, 0]
+    entry = launcher.Submitted(config, run_dir, trained, jobs.record_of(trained, "local", 2))
+    submit_and_record = launcher._submit_and_record
+
+    def interrupted_after(*args: object, **kwargs: object) -> list:
+        out = submit_and_record(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGINT)
+        return out
+
+    monkeypatch.setattr(launcher, "_submit_and_record", interrupted_after)
+    with interrupt.interruptible(), pytest.raises(interrupt.Interrupted):
+        launcher.wait_all([entry], echo=False)
+    (record,) = job_history(run_dir)  # the export job, the only one submitted for the run here
+    assert record["tasks"] == 1
+    assert jobs.state(jobs.JobRecord(**record)) == jobs.GONE
+    assert (run_dir / "TRAINED").exists() and not (run_dir / "DONE").exists()
