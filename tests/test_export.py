@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -333,13 +334,16 @@ def test_a_trained_run_is_relaunched_as_its_export_job_only(data_root: Path, tmp
     assert launch(config, echo=False) == run_dir and len(job_history(run_dir)) == 2  # DONE: nothing submitted
 
 
-def test_an_interrupt_while_the_export_job_is_submitted_cancels_it(
-    data_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def _interrupted_export(
+    data_root: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    stop: Callable[[RunConfig, Path], object],
 ) -> None:
-    """Ctrl-C while a job is being submitted waits until it is submitted and recorded (`interrupt.deferred`), then
-    cancels it. The wait used to end inside the submission, before the job was among those the launcher cancels:
-    the job ran on, unwaited, and its run's claim was released. Here the export job of a TRAINED run gets SIGINT
-    right after its submission."""
+    """A TRAINED 1 x 2 run (`make_trained_run`) whose export job gets SIGINT right after its submission, inside
+    ``stop(config, run_dir)`` (a launch of it): ``stop`` must raise `Interrupted` with the export job cancelled and
+    gone, and the run must stay TRAINED."""
     from prunex.cluster import interrupt, jobs
     from prunex.cluster import launch as launcher
     from prunex.cluster.lock import job_history
@@ -348,7 +352,7 @@ def test_an_interrupt_while_the_export_job_is_submitted_cancels_it(
         method="hsadmm",
         nodes=1,
         procs_per_node=2,
-        name="ix",
+        name=name,
         export=True,
         executor="local",
         data_root=str(data_root),
@@ -364,52 +368,40 @@ def test_an_interrupt_while_the_export_job_is_submitted_cancels_it(
 
     monkeypatch.setattr(launcher, "_submit_and_record", interrupted_after)
     with interrupt.interruptible(), pytest.raises(interrupt.Interrupted) as stopped:
-        launcher.launch(config, echo=False)
+        stop(config, run_dir)
     assert "interrupted" in str(stopped.value), stopped.value
-    (record,) = job_history(run_dir)
+    (record,) = job_history(run_dir)  # the export job, the only one submitted for the run here
     assert record["tasks"] == 1
     assert jobs.state(jobs.JobRecord(**record)) == jobs.GONE  # cancelled and waited for, not left running
     assert (run_dir / "TRAINED").exists() and not (run_dir / "DONE").exists()
 
 
+def test_an_interrupt_while_the_export_job_is_submitted_cancels_it(
+    data_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C while a job is being submitted waits until it is submitted and recorded (`interrupt.deferred`), then
+    cancels it. The wait used to end inside the submission, before the job was among those the launcher cancels:
+    the job ran on, unwaited, and its run's claim was released. Here the launch of a TRAINED run (`submit`)."""
+    from prunex.cluster.launch import launch
+
+    _interrupted_export(data_root, tmp_path, monkeypatch, "ix", lambda config, _: launch(config, echo=False))
+
+
 def test_an_interrupt_while_the_export_job_is_submitted_after_training_cancels_it(
     data_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The same in `wait_all`, where a training job that ended TRAINED gets its export job: here a finished
-    two-task job that trained nothing stands for the training job of a TRAINED run made by hand."""
+    """The same in `wait_all`, where a training job that ended TRAINED gets its export job: a finished two-task job
+    that trained nothing stands for the run's training job."""
     import functools
 
-    from prunex.cluster import interrupt, jobs
-    from prunex.cluster import launch as launcher
-    from prunex.cluster.lock import job_history
+    from prunex.cluster import jobs
+    from prunex.cluster.launch import Submitted, wait_all
 
-    config = RunConfig(
-        method="hsadmm",
-        nodes=1,
-        procs_per_node=2,
-        name="iw",
-        export=True,
-        executor="local",
-        data_root=str(data_root),
-        results=str(tmp_path / "r"),
-    )
-    run_dir = make_trained_run(config)
-    executor = jobs.LocalGroupExecutor(folder=str(tmp_path / "trained"))
-    executor.update_parameters(tasks_per_node=2, timeout_min=2)
-    trained = executor.submit(functools.partial(int, 0))
-    assert trained.results() == [0, 0]
-    entry = launcher.Submitted(config, run_dir, trained, jobs.record_of(trained, "local", 2))
-    submit_and_record = launcher._submit_and_record
+    def after_training(config: RunConfig, run_dir: Path) -> object:
+        executor = jobs.LocalGroupExecutor(folder=str(tmp_path / "trained"))
+        executor.update_parameters(tasks_per_node=2, timeout_min=2)
+        trained = executor.submit(functools.partial(int, 0))
+        assert trained.results() == [0, 0]
+        return wait_all([Submitted(config, run_dir, trained, jobs.record_of(trained, "local", 2))], echo=False)
 
-    def interrupted_after(*args: object, **kwargs: object) -> list:
-        out = submit_and_record(*args, **kwargs)
-        os.kill(os.getpid(), signal.SIGINT)
-        return out
-
-    monkeypatch.setattr(launcher, "_submit_and_record", interrupted_after)
-    with interrupt.interruptible(), pytest.raises(interrupt.Interrupted):
-        launcher.wait_all([entry], echo=False)
-    (record,) = job_history(run_dir)  # the export job, the only one submitted for the run here
-    assert record["tasks"] == 1
-    assert jobs.state(jobs.JobRecord(**record)) == jobs.GONE
-    assert (run_dir / "TRAINED").exists() and not (run_dir / "DONE").exists()
+    _interrupted_export(data_root, tmp_path, monkeypatch, "iw", after_training)
