@@ -17,10 +17,15 @@ nodes x 2 processes (local executor, gloo), per seed S:
    - ``ptf-keepK-sS``: the start pruned once by filter L1 norms to the FLOPs that ``hsadmm-keepK-sS``'s
      exported model achieved, then fine-tuned with DDP.
 
-`--keeps` chooses the channel keeps (default `KEEPS`, the ones with targets). Keep 1 is a control without
-targets: H-SADMM's schedule (dynamic iterations, the freeze and its reset, retraining) with nothing pruned, so
-its distance to dense DDP is what consensus training costs at this budget before any pruning (no
-prune-then-finetune run: at 100% of the FLOPs it would be the dense DDP run again).
+`--keeps` chooses the channel keeps (default `KEEPS`, the ones with targets). Keep 1 adds two controls without
+targets:
+- ``hsadmm-keep1-sS``: H-SADMM's schedule (dynamic iterations, the freeze and its reset, retraining) with nothing
+  pruned, so its distance to dense DDP is what consensus training costs at this budget before any pruning (no
+  prune-then-finetune run: at 100% of the FLOPs it would be the dense DDP run again);
+- ``localsgd-sS``: local SGD that averages the ranks' models at each epoch's end only (`examples.local_sgd`'s
+  ``local_sgd_epoch``, registered through ``PRUNEX_METHODS=examples.local_sgd``), from the same start for the same
+  steps: one round per epoch as H-SADMM's, without its proximal pull, duals and penalties. Its distance to dense
+  DDP is what averaging only once per local epoch costs by itself; the rest of H-SADMM's is the consensus's.
 
 Every accuracy is the final model's (the one `final_model.pt` holds and `prunex.pruning.export` exports) on the
 whole 10,000-image test split. Targets (issue 26, after the paper's 4.6-point drop at 50% channels): the
@@ -31,8 +36,9 @@ fixed before any of these runs was made.
 
 Run::
 
-    PYTHONPATH=. python -m benchmarks.pruned [--seeds 0,1,2] [--keeps 1,0.5,0.25] [--results DIR] \\
+    PYTHONPATH=. python -m benchmarks.pruned [--seeds 0,1,2] [--keeps 0.5,0.25] [--results DIR] \\
         [--out saved-logs/bench/pruned.csv]
+    PRUNEX_METHODS=examples.local_sgd PYTHONPATH=. python -m benchmarks.pruned --keeps 1,0.5,0.25  # the controls
 
 Exit code 1 when a target is missed.
 """
@@ -53,6 +59,7 @@ import pandas as pd
 from analysis.fig12_pareto import drift_zero_from
 from prunex.cluster.exits import one_line
 from prunex.cluster.launch import launch
+from prunex.methods.registry import METHOD_NAMES, PLUGINS_ENV
 from prunex.training.config import ADMMConfig, PruneFinetuneConfig, RunConfig
 from prunex.training.data import load_dataset
 from prunex.training.log import hardware_name
@@ -65,6 +72,7 @@ ADMM = ADMMConfig(iterations=5, local_epochs=1, rho_intra=0.05, rho_inter=0.005,
 assert ADMM.iterations * ADMM.local_epochs + ADMM.retrain_epochs == BUDGET_EPOCHS
 KEEPS = (0.5, 0.25)
 TARGET_GAP = {0.5: 5.0, 0.25: 10.0}  # points below dense DDP
+LOCAL_SGD = "local_sgd_epoch"  # the keep-1 control's method, registered by examples.local_sgd
 
 
 def _config(name: str, method: str, seed: int, root: Path, data_root: str, **fields: object) -> RunConfig:
@@ -127,8 +135,9 @@ def run_seed(seed: int, root: Path, data_root: str, keeps: tuple[float, ...] = K
             admm=ADMMConfig(**{**ADMM.__dict__, "channel_keep": k}),
             export=True,
         )
-        if k == 1.0:
-            continue  # the control: prune-then-finetune would be the dense DDP run again
+        if k == 1.0:  # the controls: prune-then-finetune would be the dense DDP run again
+            go(f"localsgd-s{seed}", LOCAL_SGD, BUDGET_EPOCHS, epochs=BUDGET_EPOCHS, init_from=start, export=True)
+            continue
         go(
             f"ptf-keep{k:g}-s{seed}",
             "prune_finetune",
@@ -153,6 +162,13 @@ def verdicts(df: pd.DataFrame, keeps: tuple[float, ...] = KEEPS) -> tuple[list[s
             f"keep 1 (control, nothing pruned): H-SADMM median {hs['acc_pct'].median():.1f}% (range "
             f"{hs['acc_pct'].min():.1f}-{hs['acc_pct'].max():.1f}), {statistics.median(gap):.1f} points below dense "
             f"(per seed {', '.join(f'{g:.1f}' for g in gap)}): consensus training alone, no target"
+        )
+        local = df[df["run"].str.startswith("localsgd-")].set_index("seed")["acc_pct"]
+        gap = dense - local
+        lines.append(
+            f"keep 1 (control, local SGD averaging once per epoch): median {local.median():.1f}% (range "
+            f"{local.min():.1f}-{local.max():.1f}), {statistics.median(gap):.1f} points below dense (per seed "
+            f"{', '.join(f'{g:.1f}' for g in gap)}): H-SADMM's round length alone, no target"
         )
     for k in (k for k in keeps if k in TARGET_GAP):
         hs = df[df["run"].str.startswith(f"hsadmm-keep{k:g}-")].set_index("seed")
@@ -190,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(
                 f"--keeps: {unknown} (the benchmark's keeps are 1 and {', '.join(f'{k:g}' for k in KEEPS)})"
             )
+        if 1.0 in keeps and LOCAL_SGD not in METHOD_NAMES:
+            raise ValueError(f"--keeps 1 runs the local SGD control: set {PLUGINS_ENV}=examples.local_sgd")
         load_dataset(DATASET, args.data_root or None, train=False)  # present (or unpacked) before any launch
     except (ValueError, OSError) as e:
         print(f"error: {one_line(e)}", file=sys.stderr)

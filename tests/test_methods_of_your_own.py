@@ -32,20 +32,25 @@ def test_a_module_named_in_the_variable_registers_its_method_without_torch() -> 
         "from prunex.training.config import RunConfig\n"
         "from analysis import style\n"
         "RunConfig(method='local_sgd')\n"
-        "print(METHOD_NAMES[-1], '|', style.method_label('local_sgd'), '|', 'torch' in sys.modules)\n"
+        "print(*METHOD_NAMES[-2:], '|', style.method_label('local_sgd'), '|', 'torch' in sys.modules)\n"
         "try:\n"
         "    register(MethodInfo('mine', 'Mine', '#000000', 'x:Y', False, 'ddp', 'nothing'))\n"
         "except RuntimeError as e:\n"
         "    print(e)\n"
+        "from examples.local_sgd.method import averages_after\n"  # the ranks' import (torch)
+        "print(*([k for k in range(20) if averages_after(k, period, 10)] for period in (8, None)))\n"
     )
     proc = subprocess.run(
         [sys.executable, "-c", code], env=_env("examples.local_sgd"), capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 0, proc.stderr
-    first, late = proc.stdout.strip().splitlines()
+    first, late, averaged = proc.stdout.strip().splitlines()
     # listed after the paper's methods, labelled in figures; registering keeps the launchers torch-free
-    assert first == "local_sgd | Local SGD (example) | False"
+    assert first == "local_sgd local_sgd_epoch | Local SGD (example) | False"
     assert late.startswith("register('mine') after the registry was made")
+    # after which steps the ranks average, 10 steps an epoch: local_sgd every PERIOD (8) steps and at each epoch's
+    # end; local_sgd_epoch (benchmarks.pruned's control) at each epoch's end only
+    assert averaged == "[7, 9, 15, 19] [9, 19]"
 
 
 def test_without_the_variable_the_method_is_unknown_and_the_error_says_how() -> None:

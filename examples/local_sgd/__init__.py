@@ -33,3 +33,18 @@ register(
         reads=(),  # no nested configuration of RunConfig: its one setting is PERIOD above
     )
 )
+# A second value of the setting is a second name (docs/methods-of-your-own.md, "Limits"): averaging at each
+# epoch's end only, one round per epoch as H-SADMM's with one local epoch per outer iteration. It is the control
+# of `benchmarks.pruned` that prices periodic averaging alone, without ADMM's proximal pull and duals.
+register(
+    MethodInfo(
+        name="local_sgd_epoch",
+        label="Local SGD, once per epoch (example)",
+        color="#9edae5",  # light cyan, beside local_sgd's
+        implementation="examples.local_sgd.method:LocalSGDPerEpoch",
+        outer_iterations=False,
+        workload="ddp",
+        summary="flat AllReduce (average) of all parameters at each epoch's end",
+        reads=(),
+    )
+)

@@ -20,8 +20,15 @@ from examples.local_sgd import PERIOD
 from prunex.methods.base import Context, IterationResult, StepwiseMethod, load_model_state, model_state
 
 
+def averages_after(k: int, period: int | None, steps_per_epoch: int) -> bool:
+    """Whether the ranks average after step ``k`` (0-based): every ``period`` steps (None: never on that
+    count) and after each epoch's last step, so that evaluation and the final model see one model."""
+    return (period is not None and (k + 1) % period == 0) or (k + 1) % steps_per_epoch == 0
+
+
 class LocalSGD(StepwiseMethod):
     name = "local_sgd"
+    period: int | None = PERIOD  # local steps between two averagings (besides each epoch's end)
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)  # every rank starts from the same model (the trainer initialises it identically)
@@ -34,7 +41,7 @@ class LocalSGD(StepwiseMethod):
 
     def train_iteration(self, k: int) -> IterationResult:
         result = super().train_iteration(k)
-        if (k + 1) % PERIOD == 0 or (k + 1) % self.steps_per_epoch == 0:
+        if averages_after(k, self.period, self.steps_per_epoch):
             self.average()
         return result
 
@@ -61,3 +68,10 @@ class LocalSGD(StepwiseMethod):
         own = state["rank"]
         load_model_state(self.ctx.model, own["params"], own["buffers"])
         self.optimizer.load_state_dict(own["optimizer"])
+
+
+class LocalSGDPerEpoch(LocalSGD):
+    """``local_sgd_epoch``: the ranks average at each epoch's end only."""
+
+    name = "local_sgd_epoch"
+    period = None
