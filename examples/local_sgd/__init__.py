@@ -9,8 +9,10 @@ PruneX: it sends DDP's bytes once every `PERIOD` steps instead of every step.
     PRUNEX_METHODS=examples.local_sgd python -m prunex.run --method local_sgd --nodes 2 --procs-per-node 2 \\
         --executor local --results /tmp/r
 
-This module only registers the method: it is imported wherever the registry is (launchers, analysis) and stays
-torch-free; `examples.local_sgd.method` holds the implementation, imported by the ranks.
+A second name, ``local_sgd_epoch``, averages at each epoch's end only (the local SGD control of
+`benchmarks.pruned`). This module only registers the methods: it is imported wherever the registry is
+(launchers, analysis) and stays torch-free; `examples.local_sgd.method` holds the implementation, imported by
+the ranks.
 """
 
 from __future__ import annotations
