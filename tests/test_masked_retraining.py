@@ -8,6 +8,7 @@ accuracy is the exported model's) is `tests/test_run_hsadmm.py::test_the_logged_
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -148,3 +149,47 @@ def test_every_freeze_is_logged_with_its_reason(
         assert row["last_dynamic"] == last_dynamic
     if reason == "settled":
         assert row["stable"] >= admm.freeze_patience and row["last_dynamic"] + 1 < admm.freeze_iteration
+
+
+def test_the_frozen_mask_on_the_buckets_is_the_per_layer_projection_bitwise() -> None:
+    # Alg. 1 line 11 as the engines apply it once frozen: in place in the buckets, one masked_fill_ each, against
+    # `masked` (torch.where) per layer; off the mask negative values and NaNs must become +0.0 there too
+    from prunex.admm.steps import mask_frozen_in_buckets
+    from prunex.comm.bucket import Bucketer
+    from prunex.pruning import GroupMask
+    from prunex.pruning.project import masked
+
+    g = torch.Generator().manual_seed(3)
+    shapes = {"a.weight": (6, 4, 3, 3), "a.bias": (6,), "b.weight": (8, 6, 1, 1), "fc.weight": (10, 8)}
+    masks = {
+        "a.weight": GroupMask(
+            torch.rand(6, generator=g) > 0.5, torch.rand(4, generator=g) > 0.5, None, shapes["a.weight"]
+        ),
+        "b.weight": GroupMask(
+            torch.rand(8, generator=g) > 0.5, torch.rand(6, generator=g) > 0.5, None, shapes["b.weight"]
+        ),
+        "fc.weight": GroupMask.from_support(torch.rand(10, 8, generator=g) > 0.5),
+    }
+    names = list(shapes)
+    buckets = Bucketer(100 * 4 / 1e6, torch.float32, torch.device("cpu"))  # 100 floats: the layers over buckets
+    buckets.layout([math.prod(s) for s in shapes.values()] + [5])  # a buffer after the parameters, as the engines'
+    assert len(buckets.buffers) >= 2
+    for buffer in buckets.buffers:
+        buffer.copy_(torch.randn(buffer.numel(), generator=g))
+        buffer[::7] = float("nan")
+    views = buckets.shaped_views([*shapes.values(), (5,)])
+    expected = [
+        masked(v, masks[n].element_mask()) if n in masks else v.clone() for n, v in zip(names, views, strict=False)
+    ]
+    buffer_before = views[-1].clone()
+    mask_frozen_in_buckets(buckets, names, masks)
+    for n, v, e in zip(names, views, expected, strict=False):  # the same bits: +0.0 off the mask, NaN kept on it
+        assert torch.equal(v.view(torch.int32), e.view(torch.int32)), n
+    assert torch.equal(views[-1].view(torch.int32), buffer_before.view(torch.int32))  # a buffer is never masked
+    flags = buckets.frozen_off
+    mask_frozen_in_buckets(buckets, names, masks)
+    assert buckets.frozen_off is flags  # the same masks and layout: the flags are not built again
+    mask_frozen_in_buckets(
+        buckets, names, {**masks, "b.weight": GroupMask.full(shapes["b.weight"], torch.device("cpu"))}
+    )
+    assert buckets.frozen_off is not flags  # another mask object: built again

@@ -15,7 +15,8 @@ lambda/2 ||z||^2 + sum_n rho/2 ||theta_n - z + u_n||^2:
 z~ = rho sum_n (theta_n + u_n) / (lambda + N rho), then z = Pi_S(z~).
 
 The round is a sequence of the steps of `prunex.admm.steps`, shared with hsadmm: `sum_theta_plus_u`
-over the flat group, `z_node_step` (its flat form), `project_or_freeze` of the global z, `dual_update`
+over the flat group, `z_node_step` (its flat form), `project_or_freeze` of the global z (once frozen,
+`mask_frozen_in_buckets`), `dual_update`
 (u only); penalties, tolerances, residual balancing (`FlatNorms`, `flat_residual`, `rebalance`), the
 mask model and mask freezing (`MaskFreeze`) are those of hsadmm; `rho_intra` is the one penalty.
 """
@@ -26,7 +27,14 @@ import torch
 
 from prunex.admm.engine import ConsensusEngine, ConsensusResult, NormReader
 from prunex.admm.residuals import FlatNorms, flat_residual, rebalance
-from prunex.admm.steps import difference, dual_update, project_or_freeze, sum_theta_plus_u, z_node_step
+from prunex.admm.steps import (
+    difference,
+    dual_update,
+    mask_frozen_in_buckets,
+    project_or_freeze,
+    sum_theta_plus_u,
+    z_node_step,
+)
 from prunex.comm.bucket import Bucketer
 
 
@@ -48,12 +56,14 @@ class FlatADMM(ConsensusEngine):
         z_next = z_node_step(
             [summed[n] for n in names], rho1=[self.rho_intra[n] for n in names], members=N, lam_share=self.lam
         )
-        for i, n in enumerate(names):
-            if n in self.sparsity:  # projection of the global z, after synchronisation
-                z_next[i], mask = project_or_freeze(z_next[i], self.sparsity[n], None if dynamic else self.masks[n])
-                if mask is not None:
+        if dynamic:
+            for i, n in enumerate(names):
+                if n in self.sparsity:  # projection of the global z, after synchronisation
+                    z_next[i], mask = project_or_freeze(z_next[i], self.sparsity[n], None)
                     drift[n] = mask.drift(self.masks[n])
                     self.masks[n] = mask
+        else:  # the frozen mask, in place in the buckets where z~ lies, all layers at once
+            mask_frozen_in_buckets(self.buckets, names, self.masks)
         z = [self.z[n] for n in names]
         norms = NormReader(len(names), self.layer_squares)  # each temporary normed as it is made, in the one scratch
         scratch = self.flats("scratch")

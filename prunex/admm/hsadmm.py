@@ -19,7 +19,8 @@ i.e. N times eq. (1) with weight decay lambda (N + 1) / N.
 2. Phase 2: `sum_theta_plus_u` over the node (intra AllReduce), then `z_node_step`, the minimiser of
    eq. (6) in z_i, z~_i = [rho_1 sum_j (theta_ij + u_ij) + rho_2 (z - v_i)] / (lambda/M + P rho_1 + rho_2)
    (eq. (9) as printed writes z_i where z belongs and drops the factor P; we implement the derivation).
-3. Phase 3: `project_or_freeze` (eq. (10); the frozen mask after sec. 4.5's freeze, `MaskFreeze`).
+3. Phase 3: `project_or_freeze` (eq. (10)) while the mask is dynamic; after sec. 4.5's freeze (`MaskFreeze`) the
+   frozen mask, on every layer at once (`mask_frozen_in_buckets`).
 4. Phase 4: `sync_masks` (eq. (14)) while the mask is dynamic, then `inter_node_average` (eq. (15):
    compress, leaders' AllReduce / M, Broadcast to the node, decompress).
 5. Phase 5: `dual_update` (eqs. (12)-(13)), the residuals (`HSADMMNorms`, `hsadmm_residuals`) and
@@ -44,6 +45,7 @@ from prunex.admm.steps import (
     difference,
     dual_update,
     inter_node_average,
+    mask_frozen_in_buckets,
     project_or_freeze,
     sum_theta_plus_u,
     sync_masks,
@@ -123,14 +125,14 @@ class HSADMM(ConsensusEngine):
             outer=([self.rho_inter[n] for n in names], z, v),
             scratch=self.scratch,
         )
-        # Phase 3 (lines 10-14): projection while the mask is dynamic, the frozen mask afterwards.
-        for i, n in enumerate(names):
-            if n in self.sparsity:
-                z_tilde[i], node_mask = project_or_freeze(
-                    z_tilde[i], self.sparsity[n], None if dynamic else self.masks[n]
-                )
-                if node_mask is not None:
-                    self.node_masks[n] = node_mask
+        # Phase 3 (lines 10-14): projection while the mask is dynamic, the frozen mask afterwards (line 11: in
+        # place in the intra-node buckets, where z~_i lies, all layers at once).
+        if dynamic:
+            for i, n in enumerate(names):
+                if n in self.sparsity:
+                    z_tilde[i], self.node_masks[n] = project_or_freeze(z_tilde[i], self.sparsity[n], None)
+        else:
+            mask_frozen_in_buckets(self.intra_buckets, names, self.masks)
         # each temporary is normed as it is made, in the one scratch; the norms stay on the device until one read
         norms = NormReader(len(names), self.layer_squares)
         scratch = self.flats("scratch")

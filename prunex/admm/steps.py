@@ -7,6 +7,7 @@ Both engines (`prunex.admm.hsadmm`, `prunex.admm.flat`) are sequences of these c
 | :func:`sum_theta_plus_u` | Alg. 1 lines 6-7 | intra-node AllReduce | flat AllReduce |
 | :func:`z_node_step` | eq. (9) as derived | z_i from its node and z | z from every worker |
 | :func:`project_or_freeze` | eq. (10), sec. 4.5 | z~_i | z~ |
+| :func:`mask_frozen_in_buckets` | Alg. 1 line 11, sec. 4.5 | z~_i, all layers at once | z~, all layers at once |
 | :func:`sync_masks` | eq. (14) | leaders' union | (one projection: nothing to unite) |
 | :func:`inter_node_average` | eq. (15), sec. 4.4 | compact AllReduce of the leaders | (dense above) |
 | :func:`dual_update` | eqs. (12)-(13) | u and v | u |
@@ -103,6 +104,40 @@ def project_or_freeze(z: Tensor, sparsity: LayerSparsity, frozen: GroupMask | No
     if frozen is None:
         return project_groups(z, sparsity)
     return frozen.apply(z), None
+
+
+@torch.no_grad()
+def mask_frozen_in_buckets(buckets: Bucketer, names: list[str], masks: Mapping[str, GroupMask]) -> None:
+    """Alg. 1 line 11 (sec. 4.5), z~ on the frozen mask, for every constrained layer at once, in place in the
+    buckets that hold z~: `sum_theta_plus_u` laid parameter ``names[i]`` out in slot i of ``buckets`` and
+    `z_node_step` wrote z~ over it there. Every element off a layer's frozen mask becomes exactly +0.0 (a NaN
+    too), one ``masked_fill_`` per bucket: the same bits as `project_or_freeze`'s per-layer ``torch.where``
+    (`prunex.pruning.project.masked`), without its launch and its new tensor per layer, on which a GPU's frozen
+    round was host-bound (ResNet-152: 154 constrained layers, issue 27). The off-mask flags, one byte per
+    element of the buckets, are built once per layout and set of masks and kept on the Bucketer."""
+    key = tuple(masks[n] for n in names if n in masks)
+    cached = buckets.frozen_off
+    if (
+        cached is None
+        or cached[0] != buckets.layout_key
+        or len(cached[1]) != len(key)
+        or any(a is not b for a, b in zip(cached[1], key, strict=True))
+    ):
+        off: list[Tensor | None] = [None] * len(buckets.buffers)
+        for i, n in enumerate(names):
+            if n not in masks:
+                continue
+            slot, mask = buckets.slots[i], masks[n]
+            if math.prod(mask.shape) != slot.numel:
+                raise ValueError(f"{n}: a mask for shape {mask.shape} on a slot of {slot.numel} elements")
+            if off[slot.bucket] is None:
+                off[slot.bucket] = torch.zeros_like(buckets.buffers[slot.bucket], dtype=torch.bool)
+            region = off[slot.bucket].narrow(0, slot.offset, slot.numel).view(mask.shape)
+            region.copy_(torch.logical_not(mask.element_mask()).expand(mask.shape))
+        cached = buckets.frozen_off = (buckets.layout_key, key, off)
+    for buffer, flags in zip(buckets.buffers, cached[2], strict=True):
+        if flags is not None:
+            buffer.masked_fill_(flags, 0.0)
 
 
 def sync_masks(node_masks: Mapping[str, GroupMask], comm: Comm) -> dict[str, GroupMask]:

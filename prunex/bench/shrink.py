@@ -22,6 +22,11 @@ stage), one gather and one scatter (on a GPU with Triton its kernels, `prunex.co
 "[bucket-torch]" rows time torch's index ops over a flat element index too, and ``--sweep`` the pack
 kernel's other block sizes and warps, "[bucket-BLOCKxWw]").
 
+"frozen mask [layers]" / "frozen mask [buckets]": Alg. 1 line 11 once the mask is frozen, on the layers' full
+values laid out in 32 MB buckets as the engines' intra-node sums are: one ``torch.where`` and a new tensor per
+layer (`prunex.pruning.project.masked`, what the engines ran before) against one ``masked_fill_`` per bucket in
+place (`prunex.admm.steps.mask_frozen_in_buckets`, what they run now), the same bits (checked before timing).
+
 Two references: the per-layer copies (one ``copy_`` per layer, as many launches as the per-layer ops) and
 one contiguous copy of the same bytes (one launch: the memory-speed reference). The summary lines give
 the per-layer plan against the first and the bucket plan against the second (issue 27's target on a GPU:
@@ -43,9 +48,12 @@ import torch
 import torchvision
 from torch import Tensor, nn
 
+from prunex.admm.steps import mask_frozen_in_buckets
 from prunex.comm import bucket_kernels, native
+from prunex.comm.bucket import Bucketer
 from prunex.comm.shrink import BucketShrinkPlan, ShrinkPlan, compress, decompress
-from prunex.pruning.project import keep_count
+from prunex.pruning import GroupMask
+from prunex.pruning.project import keep_count, masked
 
 
 @dataclass
@@ -145,6 +153,23 @@ def _make_layers(shapes: Sequence[torch.Size], keep: float, device: torch.device
             )
         )
     return layers
+
+
+def _frozen_masks(layers: Sequence[_Layer], device: torch.device) -> tuple[list[str], dict[str, GroupMask], Bucketer]:
+    """The layers' kept index sets as frozen group masks, and their full values in 32 MB buckets (the engines'
+    default ``bucket_mb``), one parameter per slot as `sum_theta_plus_u` lays them out."""
+    names, masks = [], {}
+    for i, x in enumerate(layers):
+        out_keep = torch.zeros(x.full.shape[0], dtype=torch.bool, device=device)
+        in_keep = torch.zeros(x.full.shape[1], dtype=torch.bool, device=device)
+        out_keep[x.out_idx], in_keep[x.in_idx] = True, True
+        names.append(f"conv{i}")
+        masks[names[-1]] = GroupMask(out_keep, in_keep, None, tuple(x.full.shape))
+    buckets = Bucketer(32.0, torch.float32, device)
+    buckets.layout([x.full.numel() for x in layers])
+    for view, x in zip(buckets.shaped_views([x.full.shape for x in layers]), layers, strict=True):
+        view.copy_(x.full)
+    return names, masks, buckets
 
 
 def _check(layers: Sequence[_Layer]) -> None:
@@ -269,6 +294,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                     rows.append((f"compress [bucket-{block}x{warps}w]", compact_bytes, 0.0))
                     fns.append(functools.partial(bucket.kernels.pack, stage, packed, block=block, num_warps=warps))
 
+    names, masks, buckets = _frozen_masks(layers, device)
+    views = buckets.shaped_views([x.full.shape for x in layers])
+    expected = [masked(v, masks[n].element_mask()) for n, v in zip(names, views, strict=True)]
+    mask_frozen_in_buckets(buckets, names, masks)
+    if not all(torch.equal(v, e) for v, e in zip(views, expected, strict=True)):
+        raise AssertionError("the frozen mask on the buckets gives other values than per layer")
+    rows.append(("frozen mask [layers]", full_bytes, 0.0))
+    rows.append(("frozen mask [buckets]", full_bytes, 0.0))
+    fns.append(lambda: [masked(v, masks[n].element_mask()) for n, v in zip(names, views, strict=True)])
+    fns.append(lambda: mask_frozen_in_buckets(buckets, names, masks))
+
     seconds = _median_seconds(fns, device, args.repeats)
     rows = [(name, nbytes, sec) for (name, nbytes, _), sec in zip(rows, seconds, strict=True)]
 
@@ -303,6 +339,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"# decompress [plan] vs copy of the full-size bytes: {full_copy / dec_plan:.2f}")
     print(f"# compress [bucket] vs one contiguous copy of the compact bytes: {one_compact / comp_bucket:.2f}")
     print(f"# decompress [bucket] vs one contiguous copy of the full-size bytes: {one_full / dec_bucket:.2f}")
+    by_layer, by_bucket = (sec for name, _, sec in rows if name.startswith("frozen mask ["))
+    print(f"# frozen mask (Alg. 1 line 11), per layer / on the buckets: {by_layer / by_bucket:.2f}x")
     swept = [(sec, name) for name, _, sec in rows[first_bucket_row + 4 :] if name.endswith("w]")]
     for sec, name in swept:
         print(f"# {name} vs one contiguous copy of the compact bytes: {one_compact / sec:.2f}")

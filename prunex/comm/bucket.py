@@ -39,6 +39,8 @@ class Bucketer:
         # per bucket, the exchange's one-gather plan and what it was made for (prunex.admm.steps._bucket_gather)
         self.gathers: dict[int, tuple] = {}
         self._views: tuple[tuple, list[torch.Tensor]] | None = None  # `shaped_views`, made once per layout
+        # per bucket, the frozen masks' off-mask flags and what they were made for (`mask_frozen_in_buckets`)
+        self.frozen_off: tuple | None = None
 
     def layout(self, numels: Sequence[int]) -> None:
         """Prepare buffers for tensors of these sizes (no allocation when they are unchanged)."""
@@ -54,6 +56,7 @@ class Bucketer:
         self._key = key
         self.allocations += 1
         self.gathers.clear()
+        self.frozen_off = None
 
     @property
     def layout_key(self) -> tuple[int, ...] | None:
