@@ -16,9 +16,9 @@ z~ = rho sum_n (theta_n + u_n) / (lambda + N rho), then z = Pi_S(z~).
 
 The round is a sequence of the steps of `prunex.admm.steps`, shared with hsadmm: `sum_theta_plus_u`
 over the flat group, `z_node_step` (its flat form), `project_or_freeze` of the global z (once frozen,
-`mask_frozen_in_buckets`), `dual_update`
-(u only); penalties, tolerances, residual balancing (`FlatNorms`, `flat_residual`, `rebalance`), the
-mask model and mask freezing (`MaskFreeze`) are those of hsadmm; `rho_intra` is the one penalty.
+`mask_frozen_in_buckets`), `dual_update` (u only); penalties, tolerances, residual balancing (`FlatNorms`,
+`flat_residual`, `rebalance`), the mask model and mask freezing (`MaskFreeze`) are those of hsadmm; `rho_intra`
+is the one penalty.
 """
 
 from __future__ import annotations
