@@ -8,7 +8,8 @@ Where each concept lives:
 | flat consensus ("PruneX (AR)") | Fig. 1b | `prunex.admm.flat.FlatADMM.consensus` |
 | intra-node sum of theta + u | Alg. 1 lines 6-7 | `prunex.admm.steps.sum_theta_plus_u` |
 | z_i step | eq. (9), as derived | `prunex.admm.steps.z_node_step` |
-| projection, or the frozen mask | eq. (10), sec. 4.5 | `prunex.admm.steps.project_or_freeze` |
+| projection | eq. (10) | `prunex.pruning.project_groups` |
+| the frozen mask, all layers at once | Alg. 1 line 11, sec. 4.5 | `prunex.admm.steps.mask_frozen_in_buckets` |
 | mask freezing | sec. 4.5, Alg. 1 line 10 | `prunex.admm.freeze.MaskFreeze` |
 | mask union | eq. (14) | `prunex.admm.steps.sync_masks` |
 | compress, leaders' AllReduce, decompress | eq. (15), sec. 4.4 | `prunex.admm.steps.inter_node_average` |

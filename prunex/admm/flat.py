@@ -15,7 +15,7 @@ lambda/2 ||z||^2 + sum_n rho/2 ||theta_n - z + u_n||^2:
 z~ = rho sum_n (theta_n + u_n) / (lambda + N rho), then z = Pi_S(z~).
 
 The round is a sequence of the steps of `prunex.admm.steps`, shared with hsadmm: `sum_theta_plus_u`
-over the flat group, `z_node_step` (its flat form), `project_or_freeze` of the global z (once frozen,
+over the flat group, `z_node_step` (its flat form), `project_groups` of the global z (once frozen,
 `mask_frozen_in_buckets`), `dual_update` (u only); penalties, tolerances, residual balancing (`FlatNorms`,
 `flat_residual`, `rebalance`), the mask model and mask freezing (`MaskFreeze`) are those of hsadmm; `rho_intra`
 is the one penalty.
@@ -31,11 +31,11 @@ from prunex.admm.steps import (
     difference,
     dual_update,
     mask_frozen_in_buckets,
-    project_or_freeze,
     sum_theta_plus_u,
     z_node_step,
 )
 from prunex.comm.bucket import Bucketer
+from prunex.pruning import project_groups
 
 
 class FlatADMM(ConsensusEngine):
@@ -59,7 +59,7 @@ class FlatADMM(ConsensusEngine):
         if dynamic:
             for i, n in enumerate(names):
                 if n in self.sparsity:  # projection of the global z, after synchronisation
-                    z_next[i], mask = project_or_freeze(z_next[i], self.sparsity[n], None)
+                    z_next[i], mask = project_groups(z_next[i], self.sparsity[n])
                     drift[n] = mask.drift(self.masks[n])
                     self.masks[n] = mask
         else:  # the frozen mask, in place in the buckets where z~ lies, all layers at once

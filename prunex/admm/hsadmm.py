@@ -19,7 +19,7 @@ i.e. N times eq. (1) with weight decay lambda (N + 1) / N.
 2. Phase 2: `sum_theta_plus_u` over the node (intra AllReduce), then `z_node_step`, the minimiser of
    eq. (6) in z_i, z~_i = [rho_1 sum_j (theta_ij + u_ij) + rho_2 (z - v_i)] / (lambda/M + P rho_1 + rho_2)
    (eq. (9) as printed writes z_i where z belongs and drops the factor P; we implement the derivation).
-3. Phase 3: `project_or_freeze` (eq. (10)) while the mask is dynamic; after sec. 4.5's freeze (`MaskFreeze`) the
+3. Phase 3: `project_groups` (eq. (10)) while the mask is dynamic; after sec. 4.5's freeze (`MaskFreeze`) the
    frozen mask, on every layer at once (`mask_frozen_in_buckets`).
 4. Phase 4: `sync_masks` (eq. (14)) while the mask is dynamic, then `inter_node_average` (eq. (15):
    compress, leaders' AllReduce / M, Broadcast to the node, decompress).
@@ -46,7 +46,6 @@ from prunex.admm.steps import (
     dual_update,
     inter_node_average,
     mask_frozen_in_buckets,
-    project_or_freeze,
     sum_theta_plus_u,
     sync_masks,
     z_node_step,
@@ -54,7 +53,7 @@ from prunex.admm.steps import (
 from prunex.comm import native
 from prunex.comm.bucket import Bucketer
 from prunex.comm.wire import WireBuckets
-from prunex.pruning import GroupMask
+from prunex.pruning import GroupMask, project_groups
 
 __all__ = ["HSADMM", "ConsensusResult"]
 
@@ -130,7 +129,7 @@ class HSADMM(ConsensusEngine):
         if dynamic:
             for i, n in enumerate(names):
                 if n in self.sparsity:
-                    z_tilde[i], self.node_masks[n] = project_or_freeze(z_tilde[i], self.sparsity[n], None)
+                    z_tilde[i], self.node_masks[n] = project_groups(z_tilde[i], self.sparsity[n])
         else:
             mask_frozen_in_buckets(self.intra_buckets, names, self.masks)
         # each temporary is normed as it is made, in the one scratch; the norms stay on the device until one read

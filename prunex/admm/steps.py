@@ -6,8 +6,8 @@ Both engines (`prunex.admm.hsadmm`, `prunex.admm.flat`) are sequences of these c
 |---|---|---|---|
 | :func:`sum_theta_plus_u` | Alg. 1 lines 6-7 | intra-node AllReduce | flat AllReduce |
 | :func:`z_node_step` | eq. (9) as derived | z_i from its node and z | z from every worker |
-| :func:`project_or_freeze` | eq. (10), sec. 4.5 | z~_i | z~ |
-| :func:`mask_frozen_in_buckets` | Alg. 1 line 11, sec. 4.5 | z~_i, all layers at once | z~, all layers at once |
+| `prunex.pruning.project_groups` | eq. (10), Alg. 1 line 13 | z~_i, per layer, dynamic | z~, per layer, dynamic |
+| :func:`mask_frozen_in_buckets` | Alg. 1 line 11, sec. 4.5 | z~_i, all layers, frozen | z~, all layers, frozen |
 | :func:`sync_masks` | eq. (14) | leaders' union | (one projection: nothing to unite) |
 | :func:`inter_node_average` | eq. (15), sec. 4.4 | compact AllReduce of the leaders | (dense above) |
 | :func:`dual_update` | eqs. (12)-(13) | u and v | u |
@@ -31,7 +31,7 @@ from prunex.comm.bucket import Bucketer
 from prunex.comm.clocks import Span
 from prunex.comm.shrink import BucketShrinkPlan, shrink_plan
 from prunex.comm.wire import WireBuckets
-from prunex.pruning import GroupMask, LayerSparsity, project_groups
+from prunex.pruning import GroupMask
 
 
 @torch.no_grad()
@@ -97,22 +97,13 @@ def z_node_step(
     return list(summed)
 
 
-def project_or_freeze(z: Tensor, sparsity: LayerSparsity, frozen: GroupMask | None) -> tuple[Tensor, GroupMask | None]:
-    """Phase 3 (Alg. 1 lines 10-14): while the mask is dynamic (``frozen`` None), the projection Pi_S(z)
-    of eq. (10) and the group mask of its support; once frozen (sec. 4.5, `prunex.admm.freeze`), z on
-    the frozen mask and no new mask. Either way entries off the support are exactly 0."""
-    if frozen is None:
-        return project_groups(z, sparsity)
-    return frozen.apply(z), None
-
-
 @torch.no_grad()
 def mask_frozen_in_buckets(buckets: Bucketer, names: list[str], masks: Mapping[str, GroupMask]) -> None:
     """Alg. 1 line 11 (sec. 4.5), z~ on the frozen mask, for every constrained layer at once, in place in the
     buckets that hold z~: `sum_theta_plus_u` laid parameter ``names[i]`` out in slot i of ``buckets`` and
     `z_node_step` wrote z~ over it there. Every element off a layer's frozen mask becomes exactly +0.0 (a NaN
-    too), one ``masked_fill_`` per bucket: the same bits as `project_or_freeze`'s per-layer ``torch.where``
-    (`prunex.pruning.project.masked`), without its launch and its new tensor per layer, on which a GPU's frozen
+    too), one ``masked_fill_`` per bucket: the same bits as a per-layer ``torch.where`` (`GroupMask.apply`,
+    `prunex.pruning.project.masked`), without its launch and its new tensor per layer, on which a GPU's frozen
     round was host-bound (ResNet-152: 154 constrained layers, issue 27). The off-mask flags, one byte per
     element of the buckets, are built once per layout and set of masks and kept on the Bucketer."""
     key = tuple(masks[n] for n in names if n in masks)
