@@ -36,6 +36,16 @@ if platform.machine().lower() in ("x86_64", "amd64"):
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session: pytest.Session) -> object:
+    """Collection imports the test modules, torch and the trainer with them: with the collector paused, as a
+    rank's start does (`prunex.startup`)."""
+    from prunex.startup import collector_paused  # after the sys.path lines above
+
+    with collector_paused():
+        return (yield)
+
+
 @pytest.fixture(scope="session")
 def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A data root holding the offline digits dataset (made once per test session)."""
