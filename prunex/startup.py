@@ -3,13 +3,15 @@
 Every rank of a job, every export job, every launcher (its preflight builds the dataset and the model it
 checks) and every driver starts by importing torch, torchvision, torch._dynamo (which torchvision, DDP and
 the optimizer all import) and pandas: millions of objects, none of them garbage, and Python's collector walks
-them all each time its oldest generation is due while they load. `collector_paused` around those imports
-loads them with the collector off, then freezes what exists (`gc.freeze`: moved to the permanent
-generation, never walked again, as every later collection would otherwise walk it) and turns the
-collector back on. Measured on a 2-core AMD EPYC VM (Zen 3), `python -c "import prunex.training.train"`:
-5.9-7.2 s of user CPU with the collector as it is, 3.8-4.1 s paused and frozen (three runs each). Nothing
-that runs after the imports changes: the collector is on again for training, and what the imports made
-was reachable (a cycle the imports left as garbage stays allocated; there are few).
+them all each time its oldest generation is due while they load, and once more as the interpreter exits.
+`collector_paused` around those imports loads them with the collector off, then freezes what exists
+(`gc.freeze`: moved to the permanent generation, never walked again) and turns the collector back on.
+Measured on a 2-core AMD EPYC VM (Zen 3), `python -c "import prunex.training.train"` and exit, user CPU,
+8 runs of each interleaved, median (range): as it was, 7.1 s (6.7-7.4); with `gc.freeze()` after the
+imports, what a job's task did at its end before (`prunex.cluster.task`), 5.9 s (4.9-6.4); paused and
+frozen, 4.4 s (4.1-5.2); paused and not frozen, 6.5 s (5.4-7.2), so the freeze is most of it. Nothing that
+runs after the imports changes: the collector is on again for training, and what the imports made was
+reachable (the few cycles they left as garbage stay allocated).
 
 Where: at a process's start, before it has made garbage of its own (a cycle that is garbage when the freeze
 comes is kept for good). A job's task (`prunex.cluster.task`, not under the debug executor, whose jobs run in

@@ -29,7 +29,7 @@ from typing import Any
 
 from prunex.startup import collector_paused
 
-with collector_paused():  # torch loads ~35% faster, here and in every pool process that unpickles `_worker`
+with collector_paused():  # torch, loaded cheaper here and in every pool process that unpickles `_worker`
     import torch.multiprocessing as mp
 
 

@@ -87,7 +87,7 @@ def preflight(config: RunConfig, memo: dict | None = None) -> Path:
     that trains at least one iteration, then a writable run directory, linked from the asking
     experiment (`link_run`). Returns the run dir. `memo`:
     shared by the runs of one driver, so that each dataset is checked once."""
-    with collector_paused():  # torchvision and torch load ~35% faster (`prunex.startup`)
+    with collector_paused():  # a launcher's torch and torchvision, loaded cheaper (`prunex.startup`)
         from prunex.training.data import DatasetMissing, load_dataset  # lazy: torchvision, only to check a run
 
     memo = {} if memo is None else memo
