@@ -6,10 +6,13 @@ the optimizer all import) and pandas: millions of objects, none of them garbage,
 them all each time its oldest generation is due while they load, and once more as the interpreter exits.
 `collector_paused` around those imports loads them with the collector off, then freezes what exists
 (`gc.freeze`: moved to the permanent generation, never walked again) and turns the collector back on.
-Measured on a 2-core AMD EPYC VM (Zen 3), `python -c "import prunex.training.train"` and exit, user CPU,
-8 runs of each interleaved, median (range): as it was, 7.1 s (6.7-7.4); with `gc.freeze()` after the
-imports, what a job's task did at its end before (`prunex.cluster.task`), 5.9 s (4.9-6.4); paused and
-frozen, 4.4 s (4.1-5.2); paused and not frozen, 6.5 s (5.4-7.2), so the freeze is most of it. Nothing that
+`python -m prunex.bench.startup` measures it (fresh interpreters that import `prunex.training.train` and exit,
+the variants interleaved). On a 2-core AMD EPYC VM (Zen 3), 8 runs per variant, user + system CPU, median
+(ratio to the first): as it was 8.59 s; with `gc.freeze()` after the imports, what a job's task did at its end
+before (`prunex.cluster.task`), 6.42 s (0.75); paused, not frozen, 7.35 s (0.86); paused, then frozen, 5.80 s
+(0.67). So the freeze is most of it, and a job's task saves ~10% against what it had; a launcher, which froze
+nothing, a third. (A shell loop of the same variants, user CPU alone, earlier on the same VM: 7.1, 5.9, 6.5,
+4.4 s; this VM's speed drifts by more than a tenth between runs.) Nothing that
 runs after the imports changes: the collector is on again for training, and what the imports made was
 reachable (the few cycles they left as garbage stay allocated).
 

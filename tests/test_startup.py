@@ -53,3 +53,16 @@ print("ok")
 def test_the_collector_is_paused_for_the_block_and_frozen_only_when_it_loaded_modules() -> None:
     proc = subprocess.run([sys.executable, "-c", _CHECKS], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stdout + proc.stderr
+
+
+def test_the_startup_bench_times_every_variant_against_the_first(capsys) -> None:
+    from prunex.bench import startup as bench
+
+    assert bench.main(["--runs", "2", "--module", "xml.dom.minidom"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = {line[:22].strip(): line[22:].split() for line in lines[2:]}
+    assert list(rows) == list(bench.VARIANTS), lines
+    for name, (median, low, high, _ratio) in rows.items():
+        assert 0 < float(low) <= float(median) <= float(high), (name, rows[name])
+    assert rows["as it was"][3] == "1.00"
+    assert "collector_paused" in bench.VARIANTS["paused, then frozen"]  # the function itself, not a copy of it
