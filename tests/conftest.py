@@ -13,7 +13,7 @@ import json
 import os
 import platform
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -36,14 +36,14 @@ if platform.machine().lower() in ("x86_64", "amd64"):
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_collection(session: pytest.Session) -> object:
+@pytest.hookimpl(hookwrapper=True)  # the old-style wrapper: also on the GPU machines' older pytest
+def pytest_collection(session: pytest.Session) -> Iterator[None]:
     """Collection imports the test modules, torch and the trainer with them: with the collector paused, as a
     rank's start does (`prunex.startup`)."""
     from prunex.startup import collector_paused  # after the sys.path lines above
 
     with collector_paused():
-        return (yield)
+        yield
 
 
 @pytest.fixture(scope="session")
