@@ -24,7 +24,7 @@ kernel's other block sizes and warps, "[bucket-BLOCKxWw]").
 
 "frozen mask [layers]" / "frozen mask [buckets]": Alg. 1 line 11 once the mask is frozen, on the layers' full
 values laid out in 32 MB buckets as the engines' intra-node sums are: one ``torch.where`` and a new tensor per
-layer (`prunex.pruning.project.masked`, what the engines ran before) against one ``masked_fill_`` per bucket in
+layer (`GroupMask.apply`, what the engines ran before) against one ``masked_fill_`` per bucket in
 place (`prunex.admm.steps.mask_frozen_in_buckets`, what they run now), the same bits (checked before timing).
 
 Two references: the per-layer copies (one ``copy_`` per layer, as many launches as the per-layer ops) and
@@ -53,7 +53,7 @@ from prunex.comm import bucket_kernels, native
 from prunex.comm.bucket import Bucketer
 from prunex.comm.shrink import BucketShrinkPlan, ShrinkPlan, compress, decompress
 from prunex.pruning import GroupMask
-from prunex.pruning.project import keep_count, masked
+from prunex.pruning.project import keep_count
 
 
 @dataclass
@@ -296,13 +296,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     names, masks, buckets = _frozen_masks(layers, device)
     views = buckets.shaped_views([x.full.shape for x in layers])
-    expected = [masked(v, masks[n].element_mask()) for n, v in zip(names, views, strict=True)]
+
+    def per_layer() -> list[Tensor]:  # what the engines ran before: `GroupMask.apply`, a new tensor per layer
+        return [masks[n].apply(v) for n, v in zip(names, views, strict=True)]
+
+    expected = per_layer()
     mask_frozen_in_buckets(buckets, names, masks)
     if not all(torch.equal(v, e) for v, e in zip(views, expected, strict=True)):
         raise AssertionError("the frozen mask on the buckets gives other values than per layer")
     rows.append(("frozen mask [layers]", full_bytes, 0.0))
     rows.append(("frozen mask [buckets]", full_bytes, 0.0))
-    fns.append(lambda: [masked(v, masks[n].element_mask()) for n, v in zip(names, views, strict=True)])
+    fns.append(per_layer)
     fns.append(lambda: mask_frozen_in_buckets(buckets, names, masks))
 
     seconds = _median_seconds(fns, device, args.repeats)

@@ -33,6 +33,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from prunex.training.log import hardware_name
+
 ROOT = Path(__file__).resolve().parents[2]
 
 VARIANTS: dict[str, str] = {
@@ -61,17 +63,6 @@ def measure(module: str, runs: int) -> dict[str, list[float]]:
     return out
 
 
-def cpu_model() -> str:
-    """The CPU's model name as Linux reports it (`/proc/cpuinfo`), else the platform's machine type."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.machine()
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=8, help="fresh interpreters per variant (median and range)")
@@ -80,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.runs < 1:
         parser.error(f"--runs must be >= 1, got {args.runs}")
     print(
-        f"# {cpu_model()}, {os.cpu_count()} CPUs, Python {platform.python_version()}: "
+        f"# {hardware_name('cpu')}, {os.cpu_count()} CPUs, Python {platform.python_version()}: "
         f"`import {args.module}` and exit, user + system CPU of the child, {args.runs} runs per variant interleaved"
     )
     times = measure(args.module, args.runs)
