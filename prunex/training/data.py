@@ -68,11 +68,12 @@ class CIFAR10Images(BatchedImages, CIFAR10):
     """torchvision's CIFAR10, read and checked by torchvision, with its batches made by tensor ops where the
     transforms allow (`prunex.training.batch_transforms`), bitwise the images torchvision gives one by one.
 
-    On a cluster this loader runs in every rank's main process (`--num-workers` defaults to 0), and the time it
-    takes is GPU time spent waiting that Figs. 7 and 8 would count as computation. CIFAR-10 went image by image
-    until 2026-11-28. `python -m prunex.bench.loader --as-cifar10 --runs 40` (CIFAR-10's augmentation on digits,
-    which has CIFAR-10's format and shape; 2-core AMD EPYC VM, one thread) gives 58.0 ms for an augmented batch
-    of 128 image by image against 11.4 ms with tensor ops (5.09x)."""
+    With `--num-workers 0` (the default) the batches are made in each rank's training process between steps, time
+    the GPU waits and Figs. 7 and 8 count as computation; the paper profile's loader workers
+    (`experiments.common.PAPER_LOADER_WORKERS`) make them beside training, on the CPU cores the node gives each
+    rank. CIFAR-10 went image by image until 2026-11-28. `python -m prunex.bench.loader --as-cifar10 --runs 40`
+    (CIFAR-10's augmentation on digits, which has CIFAR-10's format and shape; 2-core AMD EPYC VM, one thread)
+    gives 58.0 ms for an augmented batch of 128 image by image against 11.4 ms with tensor ops (5.09x)."""
 
     def uint8_images(self, indices: list[int]) -> torch.Tensor:
         """(B, 3, 32, 32) uint8 from CIFAR's (N, 32, 32, 3) array."""
