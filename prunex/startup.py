@@ -21,6 +21,12 @@ comes is kept for good). A job's task (`prunex.cluster.task`, not under the debu
 the driver's process), the launcher's and a driver's first preflight (`prunex.cluster.preflight`, before
 anything trains there). The freeze happens only when the block imported something, so a process that enters
 the block again, with everything already loaded, neither freezes what it made since nor pays anything.
+
+Preflight also runs in processes that are not ours: a researcher's notebook or script that calls
+`prunex.cluster.launch.launch`. There a freeze would keep for good every cycle of theirs that was garbage at
+that moment (a traceback's frames and the tensors they hold), so preflight freezes only in a process started as
+one of this repository's commands (`started_as_command`: `python -m prunex.run`, `./run_all.sh`'s `python -m
+experiments.run_all`), and elsewhere only pauses the collector while it imports.
 """
 
 from __future__ import annotations
@@ -30,19 +36,33 @@ import gc
 import sys
 from collections.abc import Iterator
 
+# the top-level packages whose modules are this repository's commands (`python -m <package>.<module>`)
+COMMAND_PACKAGES = ("prunex", "experiments", "analysis", "benchmarks")
+
+
+def started_as_command(main_module: str | None = None) -> bool:
+    """Whether this process was started as one of this repository's commands (`python -m prunex.run`,
+    `python -m experiments.run_all`, ...), i.e. is a process of its own rather than a user's notebook, script or
+    test runner that imports the library. `main_module`: the name `python -m` ran (default: this process's,
+    `__main__.__spec__.name`; none for `python -c`, a script or a notebook kernel's own)."""
+    if main_module is None:
+        spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+        main_module = getattr(spec, "name", None) or ""
+    return main_module.split(".")[0] in COMMAND_PACKAGES
+
 
 @contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
+def collector_paused(*, freeze: bool = True) -> Iterator[None]:
     """Run the block (lazy imports of torch and what needs it) with the cyclic collector off; if the block
-    loaded modules, freeze every object that exists at its end (`gc.freeze`); then the collector is as it
-    was before the block."""
+    loaded modules and `freeze`, freeze every object that exists at its end (`gc.freeze`); then the collector
+    is as it was before the block. `freeze=False` where the process may not be ours (module docstring)."""
     loaded = len(sys.modules)
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
-        if len(sys.modules) > loaded:
+        if freeze and len(sys.modules) > loaded:
             gc.freeze()
         if enabled:
             gc.enable()

@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from prunex.startup import started_as_command
+
 ROOT = Path(__file__).resolve().parent.parent
 
 _CHECKS = """
@@ -66,3 +70,57 @@ def test_the_startup_bench_times_every_variant_against_the_first(capsys) -> None
         assert 0 < float(low) <= float(median) <= float(high), (name, rows[name])
     assert rows["as it was"][3] == "1.00"
     assert "collector_paused" in bench.VARIANTS["paused, then frozen"]  # the function itself, not a copy of it
+
+
+@pytest.mark.parametrize(
+    ("main_module", "ours"),
+    [
+        ("prunex.run", True),  # python -m prunex.run: a launcher
+        ("experiments.run_all", True),  # ./run_all.sh's driver
+        ("benchmarks.pruned", True),
+        ("", False),  # python -c, a script run by path
+        ("ipykernel_launcher", False),  # a Jupyter kernel
+        ("pytest", False),
+        ("prunexlike.tool", False),
+    ],
+)
+def test_a_process_is_ours_when_started_as_one_of_the_commands(main_module: str, ours: bool) -> None:
+    assert started_as_command(main_module) is ours
+
+
+_USERS_SCRIPT = """
+import gc, sys, weakref
+from prunex.cluster.preflight import preflight
+from prunex.startup import started_as_command
+from prunex.training.config import RunConfig
+
+assert not started_as_command()  # python -c: a user's script
+class Node:
+    pass
+cycle = Node()
+cycle.me = cycle  # garbage of the user's, a cycle only the collector frees
+alive = weakref.ref(cycle)
+del cycle
+gc.disable()  # not collected before preflight: still there when preflight's imports end
+config = RunConfig(method="ddp", dataset="digits", data_root=sys.argv[1], results=sys.argv[2], name="users")
+preflight(config)  # imports torch and torchvision
+gc.enable()
+assert "torchvision" in sys.modules, "preflight imported nothing: the check below would prove nothing"
+assert gc.get_freeze_count() == 0, "preflight froze a user's process"
+gc.collect()
+assert alive() is None, "the user's garbage outlived a collection"
+print("ok")
+"""
+
+
+def test_preflight_in_a_users_process_freezes_none_of_its_garbage(data_root: Path, tmp_path: Path) -> None:
+    """A researcher's script or notebook that launches a run: preflight's imports pause the collector but do not
+    freeze, so a cycle of theirs that was garbage then is still collected (`prunex.startup`)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _USERS_SCRIPT, str(data_root), str(tmp_path / "results")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stdout + proc.stderr

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from prunex.cluster.rundir import link_run, run_dir_for
 from prunex.methods.registry import method_info
-from prunex.startup import collector_paused
+from prunex.startup import collector_paused, started_as_command
 from prunex.training.config import ConfigError, RunConfig
 from prunex.training.log import DONE
 
@@ -87,7 +87,8 @@ def preflight(config: RunConfig, memo: dict | None = None) -> Path:
     that trains at least one iteration, then a writable run directory, linked from the asking
     experiment (`link_run`). Returns the run dir. `memo`:
     shared by the runs of one driver, so that each dataset is checked once."""
-    with collector_paused():  # a launcher's torch and torchvision, loaded cheaper (`prunex.startup`)
+    # a launcher's torch and torchvision, loaded cheaper; frozen only in our own commands, not in a user's notebook
+    with collector_paused(freeze=started_as_command()):  # (`prunex.startup`)
         from prunex.training.data import DatasetMissing, load_dataset  # lazy: torchvision, only to check a run
 
     memo = {} if memo is None else memo
