@@ -125,6 +125,10 @@ def test_the_loader_bench_times_both_ways_and_checks_them_equal(data_root: Path,
         def uint8_images(self, indices: list[int]) -> torch.Tensor:
             return super().uint8_images(indices).roll(1, dims=-1)
 
+    assert bench.main(["--dataset", "cifar10", "--data-root", str(data_root)]) == 2  # not there: one line
+    err = capsys.readouterr().err
+    assert err.startswith("error: CIFAR-10 not found under") and err.count("\n") == 1, err
+
     shifted = load_dataset("digits", data_root, train=True)
     shifted.__class__ = Shifted
     with pytest.raises(AssertionError, match="differs"):

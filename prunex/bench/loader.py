@@ -20,12 +20,14 @@ from __future__ import annotations
 import argparse
 import platform
 import statistics
+import sys
 import time
 from collections.abc import Sequence
 
 import torch
 
-from prunex.training.data import CIFAR_MEAN, CIFAR_STD, OPENERS, load_dataset, standard_transform
+from prunex.cluster.exits import one_line
+from prunex.training.data import CIFAR_MEAN, CIFAR_STD, OPENERS, DatasetMissing, load_dataset, standard_transform
 from prunex.training.log import hardware_name
 
 
@@ -62,7 +64,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.batch < 1 or args.runs < 1:
         p.error("--batch and --runs must be >= 1")
     torch.set_num_threads(1)
-    dataset = load_dataset(args.dataset, args.data_root, train=True)
+    try:
+        dataset = load_dataset(args.dataset, args.data_root, train=True)
+    except DatasetMissing as e:  # CIFAR-10 not downloaded, no Fashion-MNIST package: one line, as every command
+        print(f"error: {one_line(e)}", file=sys.stderr)
+        return 2
     if args.as_cifar10:
         dataset.transform = standard_transform("cifar10", CIFAR_MEAN, CIFAR_STD, augment=True)
     transform = " -> ".join(type(t).__name__ for t in dataset.transform.transforms)
