@@ -121,13 +121,13 @@ def test_the_loader_bench_times_both_ways_and_checks_them_equal(data_root: Path,
     assert "RandomCrop -> RandomHorizontalFlip -> ToTensor -> Normalize, batch 8, 2 runs" in out
     assert "image by image:" in out and "tensor ops:" in out and "(bitwise equal)" in out
 
-    class Shifted(type(load_dataset("digits", data_root, train=True))):
-        def uint8_images(self, indices: list[int]) -> torch.Tensor:
-            return super().uint8_images(indices).roll(1, dims=-1)
-
     assert bench.main(["--dataset", "cifar10", "--data-root", str(data_root)]) == 2  # not there: one line
     err = capsys.readouterr().err
     assert err.startswith("error: CIFAR-10 not found under") and err.count("\n") == 1, err
+
+    class Shifted(type(load_dataset("digits", data_root, train=True))):
+        def uint8_images(self, indices: list[int]) -> torch.Tensor:
+            return super().uint8_images(indices).roll(1, dims=-1)
 
     shifted = load_dataset("digits", data_root, train=True)
     shifted.__class__ = Shifted

@@ -121,8 +121,8 @@ class TrainJob(submitit.helpers.Checkpointable):
 def _loading(config: RunConfig) -> contextlib.AbstractContextManager[None]:
     """Around a task's lazy import of torch and the trainer: the collector paused, then frozen (`prunex.startup`),
     in the job's own fresh process; the debug executor runs the job in the driver's process, whose garbage a
-    freeze would keep for good, so there it is a no-op."""
-    return contextlib.nullcontext() if config.executor == "debug" else collector_paused()
+    freeze would keep for good, so there the collector is only paused."""
+    return collector_paused(freeze=config.executor != "debug")
 
 
 def export_job_env() -> None:
