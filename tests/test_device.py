@@ -159,3 +159,39 @@ def test_a_scheduler_set_cuda_visible_devices_is_left_alone(monkeypatch: pytest.
     topo = discover(2, 4)
     assert (topo.node, topo.local_rank) == (1, 1) and machine_rank(topo) == (1, 4)
     assert cuda_index(*machine_rank(topo), visible=1, visible_env="3") == 0  # the one GPU it sees
+
+
+def test_a_slurm_jobs_rendezvous_port_is_below_the_ephemeral_range(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every task of a job derives the same MASTER_PORT from the job id, below Linux's default ephemeral range
+    (32768-60999), where submitit's 20000-60000 mostly falls: CI failed with EADDRINUSE on submitit's port 59734 of
+    array task 3_0. A MASTER_PORT that is set is kept."""
+    from prunex.cluster.task import export_job_env
+    from prunex.minicluster.helpers import RENDEZVOUS_PORTS, rendezvous_port
+
+    for k in ("MASTER_ADDR", "MASTER_PORT", "SLURM_LAUNCH_NODE_IPADDR", "SLURM_TASKS_PER_NODE"):
+        monkeypatch.delenv(k, raising=False)
+    slurm = {
+        "SUBMITIT_EXECUTOR": "slurm",
+        "SLURM_JOB_ID": "7",
+        "SLURM_ARRAY_JOB_ID": "3",
+        "SLURM_ARRAY_TASK_ID": "0",
+        "SLURM_JOB_NODELIST": "n[0-1]",
+        "SLURM_JOB_NUM_NODES": "2",
+        "SLURM_NTASKS": "4",
+        "SLURM_NODEID": "0",
+    }
+    for k, v in slurm.items():
+        monkeypatch.setenv(k, v)
+    ports = set()
+    for task in range(4):  # every task of the job, each in a process of its own
+        monkeypatch.setenv("SLURM_PROCID", str(task))
+        monkeypatch.setenv("SLURM_LOCALID", str(task % 2))
+        monkeypatch.delenv("MASTER_PORT", raising=False)
+        export_job_env()
+        ports.add(int(os.environ["MASTER_PORT"]))
+    assert ports == {rendezvous_port("3_0")} and rendezvous_port("3_0") < 32768, ports
+    assert {rendezvous_port(f"3_{i}") for i in range(50)} <= set(RENDEZVOUS_PORTS)
+    assert len({rendezvous_port(f"3_{i}") for i in range(50)}) == 50  # one array's tasks: 50 ports
+    monkeypatch.setenv("MASTER_PORT", "29512")  # a port the site chose (not a Slurm task's, task.py pops those)
+    export_job_env()
+    assert os.environ["MASTER_PORT"] == "29512"
