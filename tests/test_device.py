@@ -130,29 +130,35 @@ def test_a_rank_that_never_reports_ends_the_others_in_bounded_time() -> None:
 
 
 # ------------------------------------------------------------------------------------ in a Slurm task
+def _in_slurm_task(monkeypatch: pytest.MonkeyPatch, **slurm: str) -> None:
+    """This process's environment as a Slurm task's (submitit's executor, the given SLURM_* variables), with no
+    torch.distributed variable left from elsewhere."""
+    for k in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.delenv("SLURM_TASKS_PER_NODE", raising=False)
+    monkeypatch.delenv("SLURM_LAUNCH_NODE_IPADDR", raising=False)
+    monkeypatch.setenv("SUBMITIT_EXECUTOR", "slurm")
+    for k, v in slurm.items():
+        monkeypatch.setenv(k, v)
+
+
 def test_a_scheduler_set_cuda_visible_devices_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     """Task 5 of 2 nodes x 4, to which Slurm bound GPU 3 (--gpus-per-task=1): submitit's own export
     would overwrite CUDA_VISIBLE_DEVICES with the local rank (1), a GPU this task does not own."""
     from prunex.cluster.task import export_job_env
     from prunex.training.topology import discover
 
-    for k in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
-        monkeypatch.delenv(k, raising=False)
-    monkeypatch.delenv("SLURM_TASKS_PER_NODE", raising=False)
-    monkeypatch.delenv("SLURM_LAUNCH_NODE_IPADDR", raising=False)
-    slurm = {
-        "SUBMITIT_EXECUTOR": "slurm",
-        "SLURM_JOB_ID": "4242",
-        "SLURM_JOB_NODELIST": "g[1101-1102]",
-        "SLURM_JOB_NUM_NODES": "2",
-        "SLURM_NTASKS": "8",
-        "SLURM_PROCID": "5",
-        "SLURM_LOCALID": "1",
-        "SLURM_NODEID": "1",
-        "CUDA_VISIBLE_DEVICES": "3",
-    }
-    for k, v in slurm.items():
-        monkeypatch.setenv(k, v)
+    _in_slurm_task(
+        monkeypatch,
+        SLURM_JOB_ID="4242",
+        SLURM_JOB_NODELIST="g[1101-1102]",
+        SLURM_JOB_NUM_NODES="2",
+        SLURM_NTASKS="8",
+        SLURM_PROCID="5",
+        SLURM_LOCALID="1",
+        SLURM_NODEID="1",
+        CUDA_VISIBLE_DEVICES="3",
+    )
     export_job_env()
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "3"
     assert (os.environ["RANK"], os.environ["LOCAL_RANK"], os.environ["LOCAL_WORLD_SIZE"]) == ("5", "1", "4")
@@ -168,20 +174,16 @@ def test_a_slurm_jobs_rendezvous_port_is_below_the_ephemeral_range(monkeypatch: 
     from prunex.cluster.task import export_job_env
     from prunex.minicluster.helpers import RENDEZVOUS_PORTS, rendezvous_port
 
-    for k in ("MASTER_ADDR", "MASTER_PORT", "SLURM_LAUNCH_NODE_IPADDR", "SLURM_TASKS_PER_NODE"):
-        monkeypatch.delenv(k, raising=False)
-    slurm = {
-        "SUBMITIT_EXECUTOR": "slurm",
-        "SLURM_JOB_ID": "7",
-        "SLURM_ARRAY_JOB_ID": "3",
-        "SLURM_ARRAY_TASK_ID": "0",
-        "SLURM_JOB_NODELIST": "n[0-1]",
-        "SLURM_JOB_NUM_NODES": "2",
-        "SLURM_NTASKS": "4",
-        "SLURM_NODEID": "0",
-    }
-    for k, v in slurm.items():
-        monkeypatch.setenv(k, v)
+    _in_slurm_task(
+        monkeypatch,
+        SLURM_JOB_ID="7",
+        SLURM_ARRAY_JOB_ID="3",
+        SLURM_ARRAY_TASK_ID="0",
+        SLURM_JOB_NODELIST="n[0-1]",
+        SLURM_JOB_NUM_NODES="2",
+        SLURM_NTASKS="4",
+        SLURM_NODEID="0",
+    )
     ports = set()
     for task in range(4):  # every task of the job, each in a process of its own
         monkeypatch.setenv("SLURM_PROCID", str(task))
