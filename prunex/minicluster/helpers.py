@@ -94,7 +94,7 @@ def dist_env_overrides() -> dict[str, str]:
 
 # Where a job's rendezvous listens when nobody set MASTER_PORT: below Linux's default ephemeral range (32768-60999,
 # net.ipv4.ip_local_port_range), from which the kernel picks the source port of every outgoing connection.
-# submitit draws its port from 20000-60000, mostly inside that range, so on rank 0's node an open connection
+# submitit, given no port, draws one from 20000-60000, mostly inside that range, so on rank 0's node an open connection
 # (another job's gloo or NCCL socket, a store client, srun) may hold it already, and the job fails at its start:
 # CI on 2026-11-28 (the mini cluster, two 1 x 1 jobs of one array on the same node) failed with EADDRINUSE on
 # port 59734.
@@ -111,17 +111,15 @@ def export_torch_env(set_cuda_visible_devices: bool = False):
     """``submitit.helpers.TorchDistributedEnvironment().export()`` plus :func:`dist_env_overrides`; without a
     MASTER_PORT in the environment, the port is `rendezvous_port` of the job's id instead of submitit's.
 
-    Returns the submitit environment object (its ``master_addr`` and ``master_port`` updated).
+    Returns the submitit environment object (its ``master_addr`` updated).
     """
     import submitit
 
-    derived = "MASTER_PORT" not in os.environ
+    if "MASTER_PORT" not in os.environ:  # submitit keeps a port that is set; its own: RENDEZVOUS_PORTS
+        os.environ["MASTER_PORT"] = str(rendezvous_port(submitit.JobEnvironment().job_id))
     dist_env = submitit.helpers.TorchDistributedEnvironment().export(
         set_cuda_visible_devices=set_cuda_visible_devices, overwrite=True
     )
-    if derived:
-        dist_env.master_port = rendezvous_port(submitit.JobEnvironment().job_id)
-        os.environ["MASTER_PORT"] = str(dist_env.master_port)
     overrides = dist_env_overrides()
     os.environ.update(overrides)
     if "MASTER_ADDR" in overrides:
