@@ -101,8 +101,8 @@ class _Timings:
     host_behind: list[int] | None
 
 
-def _hold_cycles(seconds: float) -> int:
-    """GPU clock cycles that `torch.cuda._sleep` spins for about ``seconds`` on the current device (measured)."""
+def _sleep_cycles_per_second() -> float:
+    """How many cycles `torch.cuda._sleep` spins per second on the current device (measured)."""
     cycles = 10**6
     begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     torch.cuda._sleep(cycles)  # warm-up
@@ -110,7 +110,7 @@ def _hold_cycles(seconds: float) -> int:
     torch.cuda._sleep(cycles)
     end.record()
     end.synchronize()
-    return max(cycles, int(cycles * seconds / (begin.elapsed_time(end) / 1e3)))
+    return cycles / (begin.elapsed_time(end) / 1e3)
 
 
 def _median_seconds(
@@ -125,8 +125,9 @@ def _median_seconds(
     timed with CUDA events on the current stream, two ways per round:
 
     - ``span``: the host's launch time is in the span wherever the GPU waits for it, as in a round;
-    - ``device``: the stream first spins for 10 ms (`torch.cuda._sleep`), so the host has enqueued the whole
-      call before the GPU reaches the start event: the GPU's time alone, the memory-speed comparison. A run
+    - ``device``: the stream first spins (`torch.cuda._sleep`) for 10 ms or three times the call's longest
+      warm-up time on the host, whichever is longer, so the host has enqueued the whole call before the GPU
+      reaches the start event: the GPU's time alone, the memory-speed comparison. A run
       whose start event the GPU had passed when the call returned (the host fell behind) is counted in
       ``host_behind``.
 
@@ -137,10 +138,14 @@ def _median_seconds(
     from the kernel. On a CPU, the wall clock (``device`` None)."""
     cuda = device.type == "cuda"
     flush = torch.empty(256 * 2**20 // 4, device=device) if cuda else None
-    hold = _hold_cycles(10e-3) if cuda else 0
+    host = [0.0] * len(fns)  # the longest warm-up call on the host's clock: the enqueueing, on a GPU
     for _ in range(warmup):
-        for fn in fns:
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
             fn()
+            host[i] = max(host[i], time.perf_counter() - t0)
+    rate = _sleep_cycles_per_second() if cuda else 0.0
+    hold = [int(rate * max(10e-3, 3 * h)) for h in host]  # the spin: 10 ms, or 3 x the call's host time
     spans: list[list[float]] = [[] for _ in fns]
     alone: list[list[float]] = [[] for _ in fns]
     behind = [0] * len(fns)
@@ -155,7 +160,7 @@ def _median_seconds(
                 continue
             for held in (False, True):
                 if held:
-                    torch.cuda._sleep(hold)
+                    torch.cuda._sleep(hold[i])
                 flush.zero_()
                 begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 begin.record()
@@ -169,6 +174,23 @@ def _median_seconds(
     if not cuda:
         return _Timings([median(ts) for ts in spans], None, None)
     return _Timings([median(ts) for ts in spans], [median(ts) for ts in alone], behind)
+
+
+def host_launch_seconds(fn: Callable[[], object], device: torch.device, calls: int = 100) -> float:
+    """Median host seconds to enqueue one call of ``fn`` on a GPU that is held busy (a 200 ms spin first), so
+    that no call waits for the device: what a launch costs the host, the part of a span that a starved GPU
+    spends idle."""
+    rate = _sleep_cycles_per_second()
+    fn()  # compiled, tables made
+    torch.cuda.synchronize(device)
+    torch.cuda._sleep(int(rate * 0.2))
+    times = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    torch.cuda.synchronize(device)
+    return statistics.median(times)
 
 
 def _make_layers(shapes: Sequence[torch.Size], keep: float, device: torch.device, seed: int) -> list[_Layer]:
@@ -406,6 +428,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "# frozen mask (Alg. 1 line 11), per layer / on the buckets: "
         f"{versus('frozen mask [layers]', 'frozen mask [buckets]')}x"
     )
+    if device.type == "cuda":  # what each launch costs the host (the spans above include it where the GPU waits)
+        launches = {
+            "copy_ (one contiguous, compact bytes)": one_copy(compact_dst, compact_src),
+            "compress [bucket]": lambda: bucket.compress(stage, packed),
+            "compress [bucket] with plus (the round's)": lambda: bucket.compress(stage, packed, plus=unpacked),
+            "decompress [bucket]": lambda: bucket.decompress(packed, out=unpacked),
+        }
+        per_call = {name: host_launch_seconds(fn, device) * 1e6 for name, fn in launches.items()}
+        print(
+            "# host time per call, GPU held busy (us, median of 100): "
+            + "; ".join(f"{n} {us:.1f}" for n, us in per_call.items())
+        )
     swept = [name for name, _, _ in rows if name.startswith("compress [bucket-") and name.endswith("w]")]
     for name in swept:
         print(f"# {name} vs one contiguous copy of the compact bytes: {versus(one_compact, name)}")

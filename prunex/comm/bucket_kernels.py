@@ -69,45 +69,41 @@ def available() -> bool:
     return triton is not None
 
 
+# the columns of the per-tensor table (`BucketKernels.meta`: int64, one row per tensor of the bucket), in the
+# order `_tensor_row` loads them (a kernel reads no Python global that is not a Triton constexpr)
+_COLUMNS = ("base", "dst", "numel", "full", "dense", "cin", "k", "nq", "opos", "ipos", "oidx", "iidx")
+
 if triton is not None:
 
     @triton.jit
-    def _unpack_kernel(
-        bucket_ptr,
-        stage_ptr,
-        blk_tensor_ptr,
-        blk_start_ptr,
-        base_ptr,
-        dst_ptr,
-        full_ptr,
-        dense_ptr,
-        cin_ptr,
-        k_ptr,
-        nq_ptr,
-        opoff_ptr,
-        ipoff_ptr,
-        opos_ptr,
-        ipos_ptr,
-        BLOCK: tl.constexpr,
-    ):
+    def _tensor_row(meta_ptr, t):
+        # tensor t's row of `_COLUMNS` (12 columns); the offsets into the stage and the bucket stay int64, sizes
+        # and positions within a tensor are int32
+        row = meta_ptr + t * 12
+        base, dst = tl.load(row), tl.load(row + 1)
+        numel, full = tl.load(row + 2).to(tl.int32), tl.load(row + 3).to(tl.int32)
+        flag, cin = tl.load(row + 4).to(tl.int32), tl.load(row + 5).to(tl.int32)
+        k, nq = tl.load(row + 6).to(tl.int32), tl.load(row + 7).to(tl.int32)
+        opos, ipos = tl.load(row + 8).to(tl.int32), tl.load(row + 9).to(tl.int32)
+        oidx, iidx = tl.load(row + 10).to(tl.int32), tl.load(row + 11).to(tl.int32)
+        return base, dst, numel, full, flag, cin, k, nq, opos, ipos, oidx, iidx
+
+    @triton.jit
+    def _unpack_kernel(bucket_ptr, stage_ptr, blk_ptr, meta_ptr, idx_ptr, BLOCK: tl.constexpr):
         pid = tl.program_id(0)
-        t = tl.load(blk_tensor_ptr + pid)
-        e = tl.load(blk_start_ptr + pid) + tl.arange(0, BLOCK)  # int32: within one tensor
-        m = e < tl.load(full_ptr + t)
-        base = tl.load(base_ptr + t)
-        dst = tl.load(dst_ptr + t)
-        flag = tl.load(dense_ptr + t)
+        t = tl.load(blk_ptr + 2 * pid)
+        e = tl.load(blk_ptr + 2 * pid + 1) + tl.arange(0, BLOCK)  # int32: within one tensor
+        base, dst, _, full, flag, cin, k, nq, opos, ipos, _, _ = _tensor_row(meta_ptr, t)
+        m = e < full
         dense = flag != 0
-        k = tl.load(k_ptr + t)
-        nq = tl.load(nq_ptr + t)
-        cin = tl.load(cin_ptr + t)
         r = e % k
         row = e // k
         ci = row % cin
         co = row // cin
         gm = m & (flag == 0)
-        po = tl.load(opos_ptr + tl.load(opoff_ptr + t) + co, mask=gm, other=-1)
-        qi = tl.load(ipos_ptr + tl.load(ipoff_ptr + t) + ci, mask=gm, other=-1)
+        # the position tables: index of each output and input channel among the kept ones, -1 if pruned
+        po = tl.load(idx_ptr + opos + co, mask=gm, other=-1)
+        qi = tl.load(idx_ptr + ipos + ci, mask=gm, other=-1)
         kept = (po >= 0) & (qi >= 0)
         src = dst + tl.where(dense, e, (po * nq + qi) * k + r).to(tl.int64)
         v = tl.load(bucket_ptr + src, mask=m & (dense | kept), other=0.0)  # 0 off the support
@@ -115,44 +111,22 @@ if triton is not None:
 
     @triton.jit
     def _pack_blocks_kernel(
-        stage_ptr,
-        plus_ptr,
-        bucket_ptr,
-        blk_tensor_ptr,
-        blk_start_ptr,
-        base_ptr,
-        dst_ptr,
-        numel_ptr,
-        dense_ptr,
-        cin_ptr,
-        k_ptr,
-        nq_ptr,
-        ooff_ptr,
-        ioff_ptr,
-        oidx_ptr,
-        iidx_ptr,
-        ADD: tl.constexpr,
-        BLOCK: tl.constexpr,
+        stage_ptr, plus_ptr, bucket_ptr, blk_ptr, meta_ptr, idx_ptr, ADD: tl.constexpr, BLOCK: tl.constexpr
     ):
         # `unpack` mirrored: `BLOCK` consecutive packed elements of one tensor per program, written contiguously;
         # packed element e = (p * |K_in| + q) * K + r of a constrained layer is stage element
         # (K_out[p] * C_in + K_in[q]) * K + r after the tensor's start; a dense tensor's is e itself
         pid = tl.program_id(0)
-        t = tl.load(blk_tensor_ptr + pid)
-        e = tl.load(blk_start_ptr + pid) + tl.arange(0, BLOCK)  # int32: within one tensor
-        m = e < tl.load(numel_ptr + t)
-        base = tl.load(base_ptr + t)
-        dst = tl.load(dst_ptr + t)
-        flag = tl.load(dense_ptr + t)
+        t = tl.load(blk_ptr + 2 * pid)
+        e = tl.load(blk_ptr + 2 * pid + 1) + tl.arange(0, BLOCK)  # int32: within one tensor
+        base, dst, numel, _, flag, cin, k, nq, _, _, oidx, iidx = _tensor_row(meta_ptr, t)
+        m = e < numel
         dense = flag != 0
-        k = tl.load(k_ptr + t)
-        nq = tl.load(nq_ptr + t)
-        cin = tl.load(cin_ptr + t)
         r = e % k
         row = e // k
         gm = m & (flag == 0)
-        ko = tl.load(oidx_ptr + tl.load(ooff_ptr + t) + row // nq, mask=gm, other=0)
-        ki = tl.load(iidx_ptr + tl.load(ioff_ptr + t) + row % nq, mask=gm, other=0)
+        ko = tl.load(idx_ptr + oidx + row // nq, mask=gm, other=0)
+        ki = tl.load(idx_ptr + iidx + row % nq, mask=gm, other=0)
         at = base + tl.where(dense, e, (ko * cin + ki) * k + r).to(tl.int64)
         v = tl.load(stage_ptr + at, mask=m)
         if ADD:  # c = z_i + v_i (Alg. 1 line 19), on the kept elements only
@@ -160,14 +134,14 @@ if triton is not None:
         tl.store(bucket_ptr + dst + e, v, mask=m)
 
 
-def _blocks(numels: list[int], device: torch.device, block: int) -> tuple[Tensor, Tensor]:
+def _blocks(numels: list[int], device: torch.device, block: int) -> Tensor:
     """The block table over tensors of these sizes: per block of `block` elements, its tensor and its first
-    element."""
+    element (int32, interleaved: one table, one kernel argument)."""
     counts = torch.tensor([-(-n // block) for n in numels], dtype=torch.int64)
     tensor = torch.repeat_interleave(torch.arange(len(numels)), counts)
     first = torch.cumsum(counts, 0) - counts  # each tensor's first block
     start = (torch.arange(int(counts.sum())) - first[tensor]) * block
-    return tensor.to(device, torch.int32), start.to(device, torch.int32)
+    return torch.stack([tensor, start], 1).reshape(-1).to(device, torch.int32)
 
 
 class BucketKernels:
@@ -177,16 +151,20 @@ class BucketKernels:
         layers: per tensor of the bucket, in bucket order: ``(out_idx, in_idx, shape)`` of a constrained
             layer (sorted kept indices) or ``(None, None, shape)`` for a dense tensor.
         device: where the data lives.
+
+    Three tables, so that a launch passes few pointers: Triton's launcher checks every pointer argument
+    with the driver, host time that a round spends while the GPU waits (issue 27; the kernels had 15 and
+    16 arguments before). ``meta``: one int64 row per tensor (stage offset, bucket offset, packed and full
+    sizes, dense flag, C_in, K, |K_in|, and where its four index lists start in ``idx``); ``idx``: every
+    constrained layer's position tables and kept index lists, int32, back to back; the block tables
+    (`_blocks`), one per block size.
     """
 
     def __init__(self, layers: list[tuple[Tensor | None, Tensor | None, tuple[int, ...]]], device: torch.device):
-        cols: dict[str, list[int]] = {k: [] for k in ("base", "dst", "numel", "full", "dense", "cin", "k", "nq")}
-        cols |= {k: [] for k in ("opoff", "ipoff")}
-        opos, ipos = [], []
-        oidx, iidx = [], []  # the kept index lists themselves, for the block-wise pack
-        cols |= {k: [] for k in ("ooff", "ioff")}
-        sizes = {"opos": 0, "ipos": 0, "oidx": 0, "iidx": 0}
-        base = dst = 0
+        rows: list[list[int]] = []
+        lists: list[Tensor] = []  # the int32 index lists, back to back
+        at = base = dst = 0
+        numels, fulls = [], []
         for o, i, shape in layers:
             full = 1
             for s in shape:
@@ -195,6 +173,7 @@ class BucketKernels:
                 raise ValueError(f"a tensor of {full} elements is beyond the bucket kernels' int32 indexing")
             dense = o is None
             k = 1 if dense else full // (int(shape[0]) * int(shape[1]))
+            starts = [at] * 4
             if dense:
                 numel, cin, nq = full, 1, 1
             else:
@@ -206,39 +185,27 @@ class BucketKernels:
                 op[o] = torch.arange(o.numel())
                 ip = torch.full((cin,), -1, dtype=torch.int64)
                 ip[i] = torch.arange(nq)
-            for name, value in (("opoff", "opos"), ("ipoff", "ipos")):
-                cols[name].append(sizes[value])
-            cols["ooff"].append(sizes["oidx"])
-            cols["ioff"].append(sizes["iidx"])
-            if not dense:
-                for lst, key, x in ((opos, "opos", op), (ipos, "ipos", ip), (oidx, "oidx", o), (iidx, "iidx", i)):
-                    lst.append(x)
-                    sizes[key] += x.numel()
-            values = (base, dst, numel, full, int(dense), cin, k, nq)
-            for name, value in zip(("base", "dst", "numel", "full", "dense", "cin", "k", "nq"), values, strict=True):
-                cols[name].append(value)
+                for j, x in enumerate((op, ip, o, i)):  # opos, ipos, oidx, iidx
+                    starts[j] = at
+                    lists.append(x)
+                    at += x.numel()
+            values = dict(base=base, dst=dst, numel=numel, full=full, dense=int(dense), cin=cin, k=k, nq=nq)
+            values |= dict(zip(("opos", "ipos", "oidx", "iidx"), starts, strict=True))
+            row = [values[c] for c in _COLUMNS]
+            rows.append(row)
+            numels.append(numel)
+            fulls.append(full)
             base += full
             dst += numel
+        if at >= 2**31:
+            raise ValueError(f"{at} index entries are beyond the bucket kernels' int32 indexing")
         self.stage_numel, self.numel = base, dst
-
-        def ints(values: list[int], dtype: torch.dtype = torch.int32) -> Tensor:
-            return torch.tensor(values if values else [0], dtype=dtype).to(device)
-
-        def cat(parts: list[Tensor]) -> Tensor:
-            return (torch.cat(parts) if parts else torch.zeros(1, dtype=torch.int64)).to(device, torch.int32)
-
-        self.base, self.dst = ints(cols["base"], torch.int64), ints(cols["dst"], torch.int64)
-        self.full_t = ints(cols["full"], torch.int64)
-        self.dense, self.cin, self.k, self.nq = (ints(cols[c]) for c in ("dense", "cin", "k", "nq"))
-        self.opoff, self.ipoff = ints(cols["opoff"]), ints(cols["ipoff"])
-        self.opos, self.ipos = cat(opos), cat(ipos)
-        self.unpack_tensor, self.unpack_start = _blocks(cols["full"], device, BLOCK)
-        self.unpack_grid = self.unpack_tensor.numel()
-        self.numel_t = ints(cols["numel"])
-        self.ooff, self.ioff = ints(cols["ooff"]), ints(cols["ioff"])
-        self.oidx, self.iidx = cat(oidx), cat(iidx)
-        self._numels, self._device = list(cols["numel"]), device
-        self._pack_tables: dict[int, tuple[Tensor, Tensor]] = {}  # per block size: `_blocks`
+        self.meta = torch.tensor(rows if rows else [[0] * len(_COLUMNS)], dtype=torch.int64).reshape(-1).to(device)
+        self.idx = (torch.cat(lists) if lists else torch.zeros(1, dtype=torch.int64)).to(device, torch.int32)
+        self.unpack_blocks = _blocks(fulls, device, BLOCK)
+        self.unpack_grid = self.unpack_blocks.numel() // 2
+        self._numels, self._device = numels, device
+        self._pack_tables: dict[int, Tensor] = {}  # per block size: `_blocks`
 
     def pack(
         self,
@@ -252,27 +219,18 @@ class BucketKernels:
         """``out`` (the bucket's region, `numel`) = the kept elements of every tensor of the flat ``stage``
         (plus those of ``plus``, laid out alike, when given): one launch over blocks of ``block`` packed
         elements, ``num_warps`` warps each."""
-        if block not in self._pack_tables:
-            self._pack_tables[block] = _blocks(self._numels, self._device, block)
-        tensor, start = self._pack_tables[block]
-        if tensor.numel():
-            _pack_blocks_kernel[(tensor.numel(),)](
+        blocks = self._pack_tables.get(block)
+        if blocks is None:
+            blocks = self._pack_tables[block] = _blocks(self._numels, self._device, block)
+        grid = blocks.numel() // 2
+        if grid:
+            _pack_blocks_kernel[(grid,)](
                 stage,
                 stage if plus is None else plus,
                 out,
-                tensor,
-                start,
-                self.base,
-                self.dst,
-                self.numel_t,
-                self.dense,
-                self.cin,
-                self.k,
-                self.nq,
-                self.ooff,
-                self.ioff,
-                self.oidx,
-                self.iidx,
+                blocks,
+                self.meta,
+                self.idx,
                 ADD=plus is not None,
                 BLOCK=block,
                 num_warps=num_warps,
@@ -282,22 +240,5 @@ class BucketKernels:
     def unpack(self, bucket: Tensor, out: Tensor) -> Tensor:
         """Every element of the flat ``out`` stage: the bucket's value where kept, 0 off the support."""
         if self.unpack_grid:
-            _unpack_kernel[(self.unpack_grid,)](
-                bucket,
-                out,
-                self.unpack_tensor,
-                self.unpack_start,
-                self.base,
-                self.dst,
-                self.full_t,
-                self.dense,
-                self.cin,
-                self.k,
-                self.nq,
-                self.opoff,
-                self.ipoff,
-                self.opos,
-                self.ipos,
-                BLOCK=BLOCK,
-            )
+            _unpack_kernel[(self.unpack_grid,)](bucket, out, self.unpack_blocks, self.meta, self.idx, BLOCK=BLOCK)
         return out
