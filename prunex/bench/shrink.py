@@ -133,9 +133,10 @@ def _median_seconds(
 
     Why both: on 2026-11-28 (one H100 per call, `saved-logs/gpu/h100-2026-11-28/`) one pack launch, the
     plan's setting, measured 0.17 ms as the "compress [bucket]" row and 0.07 ms as the `--sweep` row of the
-    same setting in the same run, with a cold L2 and in a fixed order; the cause was not found, and the
-    shuffled order and the device-only timing are there to tell a row's place and the host's launch apart
-    from the kernel. On a CPU, the wall clock (``device`` None)."""
+    same setting in the same run, with a cold L2 and in a fixed order. On two H200s
+    (`saved-logs/gpu/h200-2026-11-28/`) the two rows' device times were equal (0.05 ms, 0.68-0.69 of the
+    copy) while their launch-included spans were 0.12-0.17 ms: the difference lies in the launch, not in the
+    kernel or the row's place. On a CPU, the wall clock (``device`` None)."""
     cuda = device.type == "cuda"
     flush = torch.empty(256 * 2**20 // 4, device=device) if cuda else None
     host = [0.0] * len(fns)  # the longest warm-up call on the host's clock: the enqueueing, on a GPU

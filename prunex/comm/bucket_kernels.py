@@ -27,7 +27,12 @@ packed row (a kept filter; one launch per kernel size): 0.21-0.24 ms, 0.26-0.31 
 packed bytes, slower than `index_select` over a flat index (0.37). The block-wise pack measured 0.13 ms (0.45)
 in the same run (2026-11-28) and replaced it; `--sweep` times its block sizes and warps: with a cold L2, 0.07 ms
 (0.70) at the default setting and no setting clearly faster, though the bench's "compress [bucket]" row, the
-same launch, measured 0.27-0.34 in those runs, unexplained (`saved-logs/gpu/h100-2026-11-28/`). The pack is a kernel
+same launch, measured 0.27-0.34 in those runs (`saved-logs/gpu/h100-2026-11-28/`): its launch, inside the span.
+With the host's launches hidden (the bench's "device s" column, since 2026-11-28) the pack measured
+0.68-0.69 and the unpack 0.71-0.83 on two H200s (`saved-logs/gpu/h200-2026-11-28/`), and a launch cost the
+host 19-28 us with the tables of `BucketKernels` against 29-38 us with the 16 and 15 arguments the kernels
+had before (Triton's launcher calls ``data_ptr()`` and `cuPointerGetAttribute` for every pointer argument,
+and its binder specialises on each one's alignment). The pack is a kernel
 rather than `index_select` also because it adds v_i to z_i on the kept elements (`pack`'s ``plus``), where
 the torch path needs a second gather and an add. A pack reads whole 32-byte sectors of the stage around
 the kept elements it gathers, about twice the packed bytes at keep 0.5 (an estimate from the access
