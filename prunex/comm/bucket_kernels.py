@@ -157,7 +157,7 @@ class BucketKernels:
             layer (sorted kept indices) or ``(None, None, shape)`` for a dense tensor.
         device: where the data lives.
 
-    Three tables, so that a launch passes few pointers: Triton's launcher checks every pointer argument
+    Three kinds of table, so that a launch passes few pointers: Triton's launcher checks every pointer argument
     with the driver, host time that a round spends while the GPU waits (issue 27; the kernels had 15 and
     16 arguments before). ``meta``: one int64 row per tensor (stage offset, bucket offset, packed and full
     sizes, dense flag, C_in, K, |K_in|, and where its four index lists start in ``idx``); ``idx``: every
