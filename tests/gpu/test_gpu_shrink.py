@@ -47,4 +47,7 @@ def test_bench_prints_the_gpu_table(capsys: pytest.CaptureFixture[str]) -> None:
     # the device-only column is the GPU's time alone only if the host enqueued every timed call before the GPU
     # reached it: "behind" (the last column) counts the runs where it did not
     assert all(cols[-1] == "0" for cols in table.values()), out
+    # and what one launch of the bucket plan costs the host, beside a torch copy's (4 rows, microseconds)
+    launch = next(line for line in out.splitlines() if line.startswith("# host time per call"))
+    assert len([float(us) for us in re.findall(r" (\d+\.\d+)(?:;|$)", launch) if float(us) > 0]) == 4, launch
     assert ("[bucket-torch]" in out) == bucket_kernels.available()  # the kernels' alternative, where they run
