@@ -203,16 +203,15 @@ def inter_node_average(
     )
 
     def fill(b: int) -> None:  # lines 19-20 for the tensors of bucket b
-        if one_gather and gathers[b].params:  # the host's lookups before the span: it times the device's work
-            g = gathers[b]
+        g = gathers[b] if one_gather else None
+        if g is not None and g.params:  # the host's lookups, before the span: it times the device's work
             zs, vs = [z_node[names[i]] for i in g.params], [v[names[i]] for i in g.params]
             z_flat, v_flat = g.flat_views(zs, vs)
         span = comm.timer.start()
         for i in by_bucket[b]:  # the node-averaged buffers, as they are
             if i >= len(names):
                 buckets.view(i).copy_(buffers[bnames[i - len(names)]].reshape(-1))
-        if one_gather:
-            g = gathers[b]
+        if g is not None:
             if g.params:
                 if z_flat is not None and v_flat is not None:  # the engine's flat state: no copy (`engine.flat_state`)
                     g.plan.compress(z_flat, g.dest, plus=v_flat)  # lines 19-20 on the kept elements
