@@ -374,7 +374,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     timed = _median_seconds(fns, device, args.repeats)
     rows = [(name, nbytes, sec) for (name, nbytes, _), sec in zip(rows, timed.span, strict=True)]
-    device_s = dict(zip((r[0] for r in rows), timed.device, strict=True)) if timed.device is not None else None
+    span_s = {name: sec for name, _, sec in rows}
+    device_s = dict(zip(span_s, timed.device, strict=True)) if timed.device is not None else None
 
     copy_gbs = compact_bytes / rows[0][2] / 1e9
     print(f"# {_hardware(device)}")
@@ -397,7 +398,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("# seconds: launches included (as in a round); device s: the host's launches hidden (GPU time alone)")
         header += f" {'device s':>10s} {'ratio':>7s} {'behind':>6s}"
     print(header)
-    behind = dict(zip((r[0] for r in rows), timed.host_behind or [], strict=False))
+    behind = dict(zip(span_s, timed.host_behind or [], strict=False))
     for name, nbytes, sec in rows:
         gbs = nbytes / sec / 1e9
         line = f"{name:40s} {nbytes / 1e6:9.1f} {sec:10.5f} {gbs:8.2f} {gbs / copy_gbs:7.2f}"
@@ -407,8 +408,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(line)
 
     def versus(reference: str, op: str) -> str:  # reference time / op time: launches included, and alone
-        seconds = dict((r[0], r[2]) for r in rows)
-        text = f"{seconds[reference] / seconds[op]:.2f}"
+        text = f"{span_s[reference] / span_s[op]:.2f}"
         if device_s is not None:
             text += f" (launches included); {device_s[reference] / device_s[op]:.2f} (device time alone)"
         return text
@@ -445,7 +445,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in swept:
         print(f"# {name} vs one contiguous copy of the compact bytes: {versus(one_compact, name)}")
     if swept:
-        by = device_s if device_s is not None else dict((r[0], r[2]) for r in rows)
+        by = device_s if device_s is not None else span_s
         name = min(swept, key=by.__getitem__)
         block, warps = name[len("compress [bucket-") : -len("w]")].split("x")
         print(
