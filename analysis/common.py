@@ -254,8 +254,10 @@ class Run:
         if model == "alpha-beta":
             alpha = float(link.get("alpha_s", float("nan"))) * 1e6
             return f"alpha-beta model (alpha {alpha:g} us, {link.get('bandwidth_gbit', '?')} Gbit/s)"
-        if model == "netns-tc":
-            return "netns-tc (tc-shaped veth links, mini cluster)"
+        if model == "netns-tc":  # the rate tc shaped the inter-node links to, read by the run at its start
+            mbit = self.meta.get("link_mbit")
+            rate = f" at {float(mbit):.4g} Mbit/s" if mbit else ""
+            return f"netns-tc (tc-shaped veth links{rate}, mini cluster)"
         if model == "none":
             return "none = real network" + (" (one machine: loopback)" if self.emulated and self.nodes > 1 else "")
         return model

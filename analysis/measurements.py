@@ -109,6 +109,9 @@ class Measurement:
     ordering: bool | None = None  # the qualitative statement, where there is one
     ordering_text: str = ""
     missing: str = ""  # why nothing could be measured
+    # why the ordering, measured once, cannot be told apart from its noise (the evaluation spacing, a claim's
+    # stated seed spread): the verdict is then `not decidable here`, as for repeats on both sides
+    undecided: str = ""
 
 
 def models_note(df: pd.DataFrame, col: str = "model") -> str:

@@ -13,7 +13,9 @@ with a one-line reading). Verdicts:
   or, where the value is not comparable across set-ups (minutes on other hardware), the paper's
   qualitative ordering holds / does not hold in the logs (the `compared` column says which);
 - `not decidable here`: the logs hold repeats of the measurement (seeds) and they fall on both sides
-  of the claim's boundary (some reproduced, some not); the spread is given (`analysis.verdicts`);
+  of the claim's boundary (some reproduced, some not); the spread is given (`analysis.verdicts`); or one
+  measurement cannot be told from its noise (an ordering within its evaluation spacing or the claim's stated
+  seed spread, a run that cannot say when its mask would have settled: `Measurement.undecided`);
 - `not measurable in this profile`: the logs exist but cannot measure the claim (e.g. a 64-GPU
   speedup from a 4-process run, ResNet-152 accuracy from a ResNet-20 run);
 - `incomplete logs`: a run of the claim's experiment has no logged iteration (no steps, or DONE
@@ -44,7 +46,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.claims import CONTRADICTIONS, FACTOR_TOLERANCE, PAPER_COUNTS
-from analysis.common import LogError, load_experiment, runs_with, shared_runs
+from analysis.common import LogError, load_experiment, read_regime, runs_with, shared_runs
 from analysis.measurements import EXPERIMENTS, SPECS, Logs
 from analysis.verdicts import (
     ERROR,
@@ -315,13 +317,20 @@ def exchange_section(results: Path, out: Path) -> list[str]:
         return ["", "## Per-synchronisation ratio with each exchange option", "", f"error: {path}: {e}", ""]
     df.to_csv(out / "exchange.csv", index=False)
     lo, hi = FIG7_PER_SYNC_X * (1 - FACTOR_TOLERANCE), FIG7_PER_SYNC_X * (1 + FACTOR_TOLERANCE)
+    regime = read_regime(results) or {}
+    runs_rate = (
+        f" (these logs' runs: {float(regime['bandwidth_mbit']):.4g} Mbit/s, `regime.json`)"
+        if regime.get("bandwidth_mbit")
+        else ""
+    )
     md = [
         "",
         "## Per-synchronisation ratio with each exchange option (paper: 5x)",
         "",
         f"{_cell(df['how'].iloc[0])}. Each row's inter-node time per synchronisation (a DDP step, a PruneX outer "
         f"iteration) as 'x less' than DDP's step in the same run; the paper's 5x (sec. 5.3.2) is reproduced within "
-        f"+-{100 * FACTOR_TOLERANCE:g}% ({lo:g}x-{hi:g}x), exceeded above. From `bench/exchange.csv`.",
+        f"+-{100 * FACTOR_TOLERANCE:g}% ({lo:g}x-{hi:g}x), exceeded above. From `bench/exchange.csv`: a benchmark "
+        f"run apart from the experiments' runs, at the link rate its first sentence names{runs_rate}.",
         "",
         *_table_head(
             "exchange", "MB per node link", "bytes x less", "inter-node s", "time x less", "vs the paper's 5x"
@@ -356,10 +365,9 @@ def wire_dtype_section(results: Path, out: Path) -> list[str]:
     final: dict[tuple[int, str], tuple[float, float]] = {}
     setups: set[str] = set()
     for run, steps in runs_with(exp, "steps", notes):
-        link = run.config.get("link", {}).get("model", "?")
-        setups.add(
-            f"{run.profile} profile, {run.dataset}, {run.model}, {run.nodes} x {run.procs_per_node}, "
-            f"{run.config.get('executor', '?')} executor, {link} link model"
+        setups.add(  # the link as the run had it (meta.json), not the config's model: a Slurm run's is "none"
+            f"{run.profile} profile, {run.hardware}, {run.dataset}, {run.model}, {run.nodes} x {run.procs_per_node}, "
+            f"{run.config.get('executor', '?')} executor, link: {run.link()}"
         )
         ev = steps.sort_values("iteration")
         acc = ev["test_acc"].dropna()
@@ -456,7 +464,8 @@ def write_report(results: Path, out: Path) -> tuple[pd.DataFrame, bool]:
         "tolerance, or, where `compared` says *ordering*, the paper's qualitative ordering holds / fails (times in "
         "minutes and accuracies are not comparable across hardware, datasets and models, so only the ordering of "
         "the methods is compared); **not decidable here**: the logs hold repeats of the measurement (seeds) that "
-        "fall on both sides of the boundary (their spread is given); **not measurable in this profile**: the logs "
+        "fall on both sides of the boundary (their spread is given), or one measurement too close to call (the "
+        "detail says why); **not measurable in this profile**: the logs "
         "exist but cannot measure the claim "
         "(e.g. a 64-GPU speedup from a 4-process run); **incomplete logs**: a run of the experiment has no logged "
         "iteration (listed below), so the verdict is withheld; **no logs**: the experiment has no runs under the "

@@ -13,8 +13,10 @@ Repeats: where the claim's experiment holds repeats of a measurement (runs diffe
 of the repeats' values with their spread (`measured_min`, `measured_max`, `repeats`); the verdict is
 theirs when they agree, and `not decidable here` when repeats fall on both sides of the claim's
 boundary (some reproduced, some not). Repeats that cannot be judged (not measurable) are named in
-the detail and left out of that decision. The paper gives one value per claim, no spread; the median
-is our choice of the value to show, not part of the verdict.
+the detail and left out of that decision. One measurement whose function says it cannot be told from its
+noise (`Measurement.undecided`: an ordering within its evaluation spacing or the claim's stated seed spread)
+is `not decidable here` too, and so are the repeats' verdict where one repeat is. The paper gives one value
+per claim, no spread; the median is our choice of the value to show, not part of the verdict.
 
 `regime_table` is the regime check (`regime.csv`, REPORT.md's "Regime" section): the share of DDP's
 iteration spent communicating (wait-free, `analysis.claims.latency.ddp_shares`) against the target
@@ -34,7 +36,7 @@ import pandas as pd
 
 from analysis.claims import CLAIMS, PAPER_COUNTS, Claim, ddp_shares, strong_scaling
 from analysis.common import LogError, Run, read_regime
-from analysis.measurements import EXPERIMENTS, Logs
+from analysis.measurements import EXPERIMENTS, Logs, Measurement
 from analysis.scaling import read_projections
 
 REPRODUCED, NOT_REPRODUCED = "reproduced", "not reproduced"
@@ -42,6 +44,7 @@ NOT_MEASURABLE, NO_LOGS, ERROR = "not measurable in this profile", "no logs", "e
 INCOMPLETE = "incomplete logs"
 NOT_DECIDABLE = "not decidable here"
 DECISIVE = (REPRODUCED, NOT_REPRODUCED)
+JUDGED = (*DECISIVE, NOT_DECIDABLE)  # a repeat's verdict that takes part in the repeats' verdict
 CSV_COLUMNS = [
     "claim_id",
     "source",
@@ -137,18 +140,19 @@ def judge(c: Claim, logs: Logs) -> dict[str, object]:
     if len(views) < 2:
         return judge_once(c, logs)
     per_repeat = [(seed, judge_once(c, view)) for seed, view in views]
-    decisive = [(seed, r) for seed, r in per_repeat if r["verdict"] in DECISIVE]
+    decisive = [(seed, r) for seed, r in per_repeat if r["verdict"] in JUDGED]
     if not decisive:
         row = judge_once(c, logs)
         row["detail"] = "; ".join(
             x for x in (str(row["detail"]), f"{len(views)} repeats (seeds), none measurable on its own") if x
         )
         return row
-    return combine_repeats(c, decisive, [seed for seed, r in per_repeat if r["verdict"] not in DECISIVE])
+    return combine_repeats(c, decisive, [seed for seed, r in per_repeat if r["verdict"] not in JUDGED])
 
 
 def combine_repeats(c: Claim, decisive: list[tuple[int, dict[str, object]]], undecided: list[int]) -> dict[str, object]:
-    """One row from the rows of the repeats (seed, row) judged reproduced or not reproduced."""
+    """One row from the rows of the repeats (seed, row) judged reproduced, not reproduced or not decidable (a
+    repeat too close to call makes the repeats' verdict not decidable too)."""
     rows = [r for _, r in decisive]
     row = dict(rows[0])
     verdicts = {r["verdict"] for r in rows}
@@ -158,7 +162,9 @@ def combine_repeats(c: Claim, decisive: list[tuple[int, dict[str, object]]], und
     if values:
         mid = statistics.median(values)
         row["measured_value"], row["measured_min"], row["measured_max"] = mid, min(values), max(values)
-        row["ratio"] = mid / c.paper_value if c.paper_value and math.isfinite(c.paper_value) else np.nan
+        # a ratio to the paper's value only where values were compared: an ordering's value is not its reading
+        compared = row["compared"] == "value" and c.paper_value and math.isfinite(c.paper_value)
+        row["ratio"] = mid / c.paper_value if compared else np.nan
     for key in ("profile", "hardware", "topology", "link_model"):
         row[key] = "; ".join(dict.fromkeys(str(r[key]) for r in rows))
     row["runs"] = " ".join(dict.fromkeys(x for r in rows for x in str(r["runs"]).split()))
@@ -220,22 +226,24 @@ def judge_once(c: Claim, logs: Logs) -> dict[str, object]:
             row["verdict"] = NOT_MEASURABLE
             row["detail"] = "; ".join([f"not comparable: {'; '.join(block)}", m.ordering_text] + notes)
             return row
-        row["verdict"] = REPRODUCED if m.ordering else NOT_REPRODUCED
+        row["verdict"] = _ordering_verdict(m)
         row["compared"] = "ordering"
-        row["detail"] = "; ".join([m.ordering_text] + notes)
+        row["detail"] = "; ".join([m.ordering_text] + ([m.undecided] if m.undecided else []) + notes)
         return row
     block = blockers(c, m.runs)
     if m.value is not None and not block:
-        row["verdict"] = REPRODUCED if within(c, m.value) else NOT_REPRODUCED
+        row["verdict"] = NOT_DECIDABLE if m.undecided else REPRODUCED if within(c, m.value) else NOT_REPRODUCED
         row["compared"] = "value"
         if c.paper_value and math.isfinite(m.value):
             row["ratio"] = m.value / c.paper_value
-        row["detail"] = "; ".join(notes)
+        row["detail"] = "; ".join(([m.undecided] if m.undecided else []) + notes)
     elif c.ordering_fallback and m.ordering is not None and not blockers(c, m.runs, c.ordering_needs):
-        row["verdict"] = REPRODUCED if m.ordering else NOT_REPRODUCED
+        row["verdict"] = _ordering_verdict(m)
         row["compared"] = "ordering"
         row["detail"] = "; ".join(
-            [f"value not comparable ({'; '.join(block)}): ordering {m.ordering_text}"] + ([c.note] if c.note else [])
+            [f"value not comparable ({'; '.join(block)}): ordering {m.ordering_text}"]
+            + ([m.undecided] if m.undecided else [])
+            + ([c.note] if c.note else [])
         )
     else:
         row["verdict"] = NOT_MEASURABLE
@@ -244,6 +252,13 @@ def judge_once(c: Claim, logs: Logs) -> dict[str, object]:
             why += "; nor the ordering: " + "; ".join(blockers(c, m.runs, c.ordering_needs))
         row["detail"] = "; ".join([f"not comparable: {why}"] + notes)
     return row
+
+
+def _ordering_verdict(m: Measurement) -> str:
+    """An ordering's verdict: whether it holds, unless the measurement says it cannot be told from its noise."""
+    if m.undecided:
+        return NOT_DECIDABLE
+    return REPRODUCED if m.ordering else NOT_REPRODUCED
 
 
 def claims_table(logs: Logs) -> pd.DataFrame:

@@ -12,7 +12,8 @@ Every tolerance carries its reason (`tolerance_reason`, shown in claims.csv and 
 claim (a ratio or speedup, unit "x") is reproduced only within +-25% of the paper's factor (kind `rel`,
 tolerance <= 0.25; checked below); tighter where the paper's numbers themselves are closer together.
 Where the logs hold repeats of a measurement (seeds), each repeat is judged and repeats on both sides
-of the boundary give "not decidable here" (`analysis.verdicts`).
+of the boundary give "not decidable here" (`analysis.verdicts`), as does one measurement that its function
+finds too close to call (`Measurement.undecided`).
 
 `needs` lists what a run must share with the paper's set-up for the value to be comparable:
 `cifar10` (the dataset), `64gpus` (16 x 4 workers), `gpu` (CUDA devices), `v100` (the paper's GPU),

@@ -5,7 +5,9 @@ Residuals (`analysis.fig10_residuals_ranks`, `analysis.residuals.decay_decades`)
 intra-node primal residual from the first to the last outer iteration, the worst over ranks and layers.
 Mask drift (masks.parquet of every hsadmm run of the report's experiments): the first iteration from which
 the global mask no longer changes, over the iterations where the masks are still dynamic (before
-T_freeze), the worst over the runs whose masks prune anything.
+T_freeze), the worst over the runs whose masks prune anything. A run whose mask still drifted when a T_freeze
+below the paper's 15 forced the freeze cannot say when it would have settled: with such a run the verdict is
+withheld (`Measurement.undecided`), and without any run that settled nothing is measured.
 """
 
 from __future__ import annotations
@@ -100,4 +102,10 @@ def drift_zero(c: Claim, logs: Logs) -> Measurement:
     detail = "; ".join(f"{r}: {'never' if v == math.inf else int(v)} ({w})" for r, v, w in per_run[:6])
     if len(per_run) > 6:
         detail += f"; ... {len(per_run)} runs"
-    return Measurement(worst, detail, runs)
+    m = Measurement(worst, detail, runs)
+    if undecided:  # the worst run is the claim's value: one that cannot say when it settled leaves it open
+        m.undecided = (
+            f"{len(undecided)} run(s) still drifting when T_freeze forced the freeze, before the paper's "
+            f"{PAPER_DRIFT_WINDOW} iterations: {', '.join(undecided[:4])}"
+        )
+    return m

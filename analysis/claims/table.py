@@ -127,7 +127,10 @@ VOLUME: list[Claim] = [
 
 # -- latency ---------------------------------------------------------------------------------------
 def _latency_claim(*, method: str, name: str, tolerance_reason: str) -> Claim:
-    """Fig. 7's latency of `method` (`name` in the paper), compared on the paper's set-up, else its ordering."""
+    """Fig. 7's latency of `method` (`name` in the paper), compared only on the paper's set-up (V100s, 64 GPUs,
+    CIFAR-10). Elsewhere it is not measurable: the ordering of the two latencies is no reading of "~0.10 s", and
+    how far apart they are is `latency_per_sync_ratio`'s factor, judged once there (a fallback to "PruneX below
+    DDP" here counted one ordering as two reproductions beside a factor half the paper's)."""
     seconds = FIG7_LATENCY_S[method]
     return Claim(
         id=f"latency_{name.lower()}",
@@ -142,8 +145,6 @@ def _latency_claim(*, method: str, name: str, tolerance_reason: str) -> Claim:
         tolerance_reason=tolerance_reason,
         method=method,
         needs=(*PAPER_SETUP, "v100"),
-        ordering_fallback=True,
-        ordering_needs=("inter_link",),
     )
 
 
@@ -198,12 +199,13 @@ LATENCY: list[Claim] = [
             unit="%",
             experiment="latency_breakdown",
             measure=breakdown_share,
-            tolerance=10.0,
-            kind="abs",
+            tolerance=0.25,
+            kind="rel",
             arg=cat,
             needs=("inter_link",),
-            tolerance_reason="shares of one run, read off Fig. 8's bar without a spread; 10 points admit run-to-run "
-            "variation of a share but not a change of the dominant category (inter-node stays >= 58%)",
+            tolerance_reason="shares of one run, read off Fig. 8's bar without a spread: +-25% relative, the band of "
+            "every value read off a figure (Fig. 7's latencies); 10 points either way, the band before, admitted "
+            "0.28-1.72x of the 13.8% Broadcast share, and our seeds' shares lie within 2.5 points of each other",
             note="share among the paper's three categories (mask sync and residual AllReduce left out)",
         )
         for key, (cat, value) in zip(("inter", "intra", "broadcast"), FIG8_SHARE_PCT.items(), strict=True)
@@ -379,7 +381,9 @@ CONVERGENCE: list[Claim] = [
         kind="at_most",
         tolerance_reason="the paper's own window (within 5-15 iterations) is the bound: none added",
         method="hsadmm",
-        note="T_freeze = 15 freezes the mask by construction; frozen iterations are not counted",
+        note="frozen iterations are not counted; a run whose mask still drifted when T_freeze (3 or 4 in the "
+        "one-machine profiles, 15 in paper) forced the freeze cannot say when it would have settled, and withholds "
+        "the verdict (not decidable) unless no run settled at all (then not measurable)",
     ),
 ]
 
