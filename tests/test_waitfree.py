@@ -91,6 +91,22 @@ def test_concurrent_groups_take_the_slowest_minimum_and_barriers_are_wait() -> N
     assert intra["wait_s"].tolist() == pytest.approx([0.3, 0.0, 0.1, 0.0])
 
 
+def test_the_sharded_exchanges_groups_are_one_per_local_rank() -> None:
+    """Review (2026-11-28): the sharded exchange's AllReduces (level `shard`, one group per local rank across
+    the nodes, running side by side) were lumped into one group of all ranks, which took the minimum over every
+    rank instead of the slowest group's minimum, understating PruneX's wait-free time."""
+    comm = pd.DataFrame(
+        [
+            _call(0, r, r // 2, "shard", "allreduce", s) | {"local_rank": r % 2}
+            for r, s in enumerate((0.1, 0.9, 0.5, 0.8))
+        ]
+    )
+    c = per_call(comm).set_index("rank")
+    assert c["group"].tolist() == [0, 1, 0, 1]  # ranks 0, 2 (local rank 0) and 1, 3 (local rank 1)
+    assert c["waitfree_s"].tolist() == pytest.approx([0.1, 0.8, 0.1, 0.8])
+    assert last_arriver_comm(comm).tolist() == pytest.approx([0.8])  # max(min(.1, .5), min(.9, .8))
+
+
 def test_fig8_categories_are_wait_free_and_wait_is_its_own() -> None:
     per_rank = fig8_latency_breakdown.seconds_per_rank(_hierarchy())
     cat = fig8_latency_breakdown.CATEGORIES

@@ -10,8 +10,9 @@ a lower bound on the broadcast's own time.
 
 A call is matched across members by (iteration, level, op, k): the k-th call of that (level, op) in
 that iteration on each member (every member of a group issues its collectives in the same order).
-Groups: the node for `intra`; for `inter`, the ranks of one local index across nodes (the leaders
-in the paper's exchange, one group per local rank in the sharded exchange); everyone for `flat`.
+Groups: the node for `intra`; for `inter` and `shard`, the ranks of one local index across nodes (the
+leaders in the paper's exchange, one group per local rank in the sharded exchange, whose calls are logged at
+level `shard`); everyone for `flat`.
 Concurrent groups of one call (the nodes' intra-node AllReduces) run side by side: the slowest one
 is the call's time on the critical path.
 
@@ -46,7 +47,8 @@ def per_call(comm: pd.DataFrame) -> pd.DataFrame:
         local = c["local_rank"]
     else:  # block placement: the node's lowest rank is its leader
         local = c["rank"] - c.groupby("node")["rank"].transform("min")
-    c["group"] = c["node"].where(c["level"] == "intra", local.where(c["level"] == "inter", -1))
+    # the sharded exchange's `shard` calls are one inter-node group per local rank, side by side, as `inter`'s
+    c["group"] = c["node"].where(c["level"] == "intra", local.where(c["level"].isin(["inter", "shard"]), -1))
     c["waitfree_s"] = c.groupby(["iteration", "level", "op", "k", "group"])["seconds"].transform("min")
     c["wait_s"] = c["seconds"] - c["waitfree_s"]
     return c
