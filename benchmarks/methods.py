@@ -211,8 +211,8 @@ def header_lines(args: argparse.Namespace, first_run: Path) -> list[str]:
     link_text = link["model"]
     if link["model"] == "alpha-beta":
         link_text += (
-            f" (alpha {link['alpha_s']:g} s, {link['bandwidth_gbit']:g} Gbit/s inter-node; NOTE: DDP's hook-recorded "
-            "collectives are not delayed by the model, so both ddp rows understate their comm and iter seconds)"
+            f" (alpha {link['alpha_s']:g} s, {link['bandwidth_gbit']:g} Gbit/s inter-node; DDP's hook-recorded "
+            "collectives are delayed by it too, `Comm.record_future`)"
         )
     elif link["model"] == "none":
         link_text += " (no shaping: ranks of emulated nodes talk over loopback)" if topo.get("emulated") else ""

@@ -193,3 +193,43 @@ def test_the_frozen_mask_on_the_buckets_is_the_per_layer_projection_bitwise() ->
         buckets, names, {**masks, "b.weight": GroupMask.full(shapes["b.weight"], torch.device("cpu"))}
     )
     assert buckets.frozen_off is not flags  # another mask object: built again
+
+
+def _restart_with_shape(rank: int, tmp: str) -> dict:
+    from prunex.comm import Comm
+    from prunex.methods import method_class
+    from prunex.methods.base import Context
+    from prunex.training.log import RunLog
+    from prunex.training.topology import build_groups, discover
+
+    topo = discover(2, 1)
+    groups = build_groups(topo, 60)
+    comm = Comm(topo, groups, torch.device("cpu"))
+    g = torch.Generator().manual_seed(3 + rank)
+    data = TensorDataset(torch.randn(2 * BATCH, 3, 8, 8, generator=g), torch.randint(0, 10, (2 * BATCH,)))
+    admm = ADMMConfig(iterations=2, local_epochs=1, channel_keep=0.5, shape_keep=0.5, freeze_iteration=1)
+    cfg = RunConfig(method="hsadmm", nodes=2, batch_size=BATCH, admm=admm)
+    torch.manual_seed(0)
+    ctx = Context(cfg, topo, groups, comm, torch.device("cpu"), TinyBN(), data, RunLog(tmp, rank))
+    method = method_class("hsadmm")(ctx)
+    method.train_iteration(0)  # dynamic; the mask freezes at T_freeze = 1
+    e = method.engine
+    off = {n: ~m.element_mask().expand(e.z[n].shape) for n, m in e.masks.items()}
+    shaped = sum(
+        int(((~m.element_mask()) & m.element_mask().any(dim=(2, 3), keepdim=True)).sum()) for m in e.masks.values()
+    )
+    for n, m in off.items():  # what the exchange leaves at kernel positions every node pruned: mean(v_i), ~1e-8
+        e.z[n][m] = 1e-8
+    method.start_on_mask(1)
+    return {
+        "shape_pruned": shaped > 0,
+        "off_mask": max(float(t[n][m].detach().abs().max()) for t in (e.theta, e.z, e.z_node) for n, m in off.items()),
+    }
+
+
+def test_with_shape_sparsity_the_restart_leaves_nothing_off_the_frozen_mask(tmp_path: Path) -> None:
+    """Review (2026-11-28): with shape sparsity the exchange compresses filters x channels, so kernel positions
+    every node pruned still travel and hold mean(v_i) in z (~1e-8 where the masks moved: the duals' rounding),
+    which the restart copied into theta. The restart now takes z on the frozen support, exactly 0 off it."""
+    for r in run_distributed(_restart_with_shape, 2, str(tmp_path)):
+        assert r == {"shape_pruned": True, "off_mask": 0.0}

@@ -254,6 +254,12 @@ class ConsensusEngine:
         for key in self.PENALTIES:
             setattr(self, key, dict.fromkeys(self.names, self.initial_rho[key]))
         for n in self.names:
+            if n in self.masks:
+                # z on the frozen support (eq. 15's K): with shape sparsity the exchange compresses filters x
+                # channels, so kernel positions every node pruned travel and hold mean(v_i), 0 only up to the
+                # duals' rounding where the masks moved. Without shape sparsity z is exactly 0 there already,
+                # and this leaves it bitwise as it was (`masked` keeps the kept entries, +0.0 elsewhere).
+                self.z[n].copy_(self.masks[n].apply(self.z[n]))
             self.theta[n].copy_(self.z[n])
             for key in self.DUALS:
                 getattr(self, key)[n].zero_()
@@ -299,7 +305,9 @@ class ConsensusEngine:
         self, k: int, drift: Mapping[str, int], node_masks: Mapping[str, GroupMask] | None = None
     ) -> list[dict]:
         """``masks.parquet`` rows: the global mask of every constrained layer (rank 0) and, while the mask
-        is dynamic, each node's own mask (its leader; H-SADMM only)."""
+        is dynamic, each node's own mask (its leader; H-SADMM only). ``drift`` is the global mask's (the
+        groups that changed since the previous iteration); a node's own drift is not measured, its rows
+        carry 0 (`analysis` reads the global rows' only)."""
         rows = []
         topo = self.topo
         for n, g in self.masks.items():

@@ -32,8 +32,8 @@ per synchronisation (a DDP step, an H-SADMM outer iteration; iterations 1.. afte
   same shaped link, so every row's seconds compare.
 - ``--executor local``: nodes emulated on this machine, the alpha-beta link model at
   ``--inter-bw-gbit``; bytes are the ring model's estimate from ``comm.parquet``, not kernel
-  counters. DDP's hook collectives are not delayed by the alpha-beta model, so its seconds are
-  loopback time there: compare seconds only among the non-pipelined PruneX rows.
+  counters. DDP's hook collectives are delayed by the alpha-beta model too (`Comm.record_future`,
+  since e4a6f92; tables measured before say otherwise).
 
 A pipelined AllReduce's span runs from its launch to its wait and so includes the compress work it
 overlapped. ``--out FILE`` writes the table as csv (row, bytes, seconds, ratios to DDP's step and
@@ -178,6 +178,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--channel-keep", type=float, default=0.5)
     p.add_argument("--workdir", default=None, help="--measure: where the runs' temporary directory goes")
     args = p.parse_args(argv)
+    if args.measure and args.workdir is not None and not os.path.isdir(args.workdir):
+        p.error(f"--workdir {args.workdir} is not a directory; create it or name another")  # before any run
     if args.measure:
         with tempfile.TemporaryDirectory(prefix="prunex-exchange-", dir=args.workdir) as tmp:
             table = measure(args, tmp)

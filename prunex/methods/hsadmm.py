@@ -130,8 +130,8 @@ class ADMMMethod(Method):
         return total / max(len(losses), 1)
 
     def masks_for_training(self) -> dict[str, torch.Tensor]:
-        """The frozen mask per constrained layer, for phase 1 (empty while the mask is dynamic); the first
-        call after the freeze restarts training on the mask (module docstring)."""
+        """The frozen mask per constrained layer, for phase 1 (empty while the mask is dynamic), made once. The
+        restart on the mask is `start_on_mask`'s, at the first frozen iteration (module docstring)."""
         if not self.engine.frozen:
             return {}
         if self._train_masks is None:
