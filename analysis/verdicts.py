@@ -95,7 +95,7 @@ def blockers(c: Claim, runs: list[Run], needs: tuple[str, ...] | None = None) ->
 
 def tolerance_text(c: Claim) -> str:
     if c.kind == "rel":
-        return f"+-{100 * c.tolerance:g}%"
+        return f"+-{100 * c.tolerance:.3g}%"
     if c.kind == "abs":
         return f"+-{c.tolerance:g} {c.unit}".strip()
     if c.kind == "at_least":
