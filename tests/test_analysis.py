@@ -676,3 +676,24 @@ def test_a_mask_still_drifting_at_a_forced_freeze_withholds_the_drift_verdict(tm
     shutil.rmtree(results / "pareto" / "hsadmm-keep0.5-s1")
     row = judge(claim, Logs(results))
     assert row["verdict"] == report.REPRODUCED and row["measured_value"] == 2, row
+
+
+def test_first_to_the_target_is_decided_only_where_the_evaluations_bracket_the_crossings_apart() -> None:
+    """As the window's ordering: a method crossed 70% somewhere between its evaluation before and the one at or
+    above it (after its last evaluation if it never did); "PruneX first" holds or fails only where those
+    brackets do not overlap."""
+    from analysis.claims.time_to_accuracy import tta_minutes
+    from analysis.verdicts import _ordering_verdict
+
+    (claim,) = [c for c in CLAIMS if c.id == "tta_prunex_minutes"]
+    topk = [(1.0, 40.0), (2.0, 50.0)]  # never reaches 70%: it would cross after 2.0 min, if ever
+
+    def verdict(hsadmm: list[tuple[float, float]], ddp: list[tuple[float, float]]) -> str:
+        return _ordering_verdict(tta_minutes(claim, _FrameLogs(_curves(hsadmm=hsadmm, ddp=ddp, topk=topk))))
+
+    assert verdict([(0.3, 60.0), (0.5, 71.0)], [(0.7, 65.0), (0.9, 72.0)]) == report.REPRODUCED
+    assert verdict([(0.3, 60.0), (0.5, 71.0)], [(0.4, 65.0), (0.6, 72.0)]) == report.NOT_DECIDABLE
+    # PruneX never reached it over a run longer than DDP's crossing: not first
+    assert verdict([(0.5, 60.0), (1.0, 65.0)], [(0.8, 65.0), (0.98, 72.0)]) == report.NOT_REPRODUCED
+    # its run ended before DDP's crossing could have begun: it might still have been first
+    assert verdict([(0.3, 60.0), (0.5, 65.0)], [(0.8, 65.0), (0.98, 72.0)]) == report.NOT_DECIDABLE

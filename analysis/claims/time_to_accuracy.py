@@ -40,7 +40,28 @@ def _by_method(df: pd.DataFrame, values: dict[str, float]) -> dict[str, float]:
     return out
 
 
+def _crossing(g: pd.DataFrame) -> tuple[float, float]:
+    """When a method's runs first reached the target, bracketed by their evaluations: (lower, upper) minutes.
+    A run that reached it at an evaluation crossed after its evaluation before (or its start); one that never
+    did crossed, if ever, after its last evaluation (upper: inf). The earliest over the method's runs."""
+    lo, hi = math.inf, math.inf
+    for _, r in g.groupby("run_id", sort=False):
+        r = r.sort_values("wall_min")
+        hit = r[r["test_acc_pct"] >= TARGET_ACC_PCT]
+        if len(hit):
+            t = float(hit["wall_min"].iloc[0])
+            before = r[r["wall_min"] < t]["wall_min"]
+            lo, hi = min(lo, float(before.max()) if len(before) else 0.0), min(hi, t)
+        else:
+            lo = min(lo, float(r["wall_min"].max()))
+    return lo, hi
+
+
 def tta_minutes(c: Claim, logs: Logs) -> Measurement:
+    """PruneX's minutes to the 70% target, and the ordering "PruneX reaches it before DDP and Top-K", decided
+    only where the evaluations bracket each method's crossing apart (`_crossing`): first for sure when PruneX's
+    crossing ends before every rival's begins, not first for sure when a rival's ends before PruneX's begins,
+    otherwise too close to call (`Measurement.undecided`)."""
     df, model = _tta(logs, c)
     if df.empty or "hsadmm" not in set(df["method"]):
         return Measurement(missing=f"no evaluated hsadmm run in time_to_accuracy (models: {models_note(df)})")
@@ -55,6 +76,13 @@ def tta_minutes(c: Claim, logs: Logs) -> Measurement:
     elif len(hits) > 1:
         m.ordering = all(hits["hsadmm"] < v for k, v in hits.items() if k != "hsadmm")
         m.ordering_text = f"expected PruneX first to {TARGET_ACC_PCT:g}%; {text}"
+        cross = {k: _crossing(df[df["method"] == k]) for k in hits}
+        (lo, hi), rivals = cross["hsadmm"], [v for k, v in cross.items() if k != "hsadmm"]
+        first, not_first = all(hi <= r_lo for r_lo, _ in rivals), any(r_hi <= lo for _, r_hi in rivals)
+        if not (first or not_first):
+            m.undecided = "too close to call: the evaluations bracket the crossings, in minutes, " + ", ".join(
+                f"{k} {a:.3g}-{b:.3g}" if math.isfinite(b) else f"{k} after {a:.3g}" for k, (a, b) in cross.items()
+            )
     return m
 
 
