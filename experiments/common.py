@@ -15,8 +15,9 @@
   dataset) puts every experiment on that one. On the
   mini Slurm cluster (`--executor slurm`, links shaped by tc: `netns-tc`) where root allows, else
   the local executor with the `alpha-beta` link model at 1 Gbit/s. ADMM: 6 outer iterations of 1
-  local epoch, larger initial penalties (rho_1 = 0.05, rho_2 = 0.005: with 6 iterations the
-  paper's 1.5e-3 has no time to grow), mask frozen after 4 iterations, 2 retraining iterations.
+  local epoch, larger initial penalties (rho_1 = 0.05, rho_2 = 0.005, fixed before the "grow" schedule,
+  which now takes any initial penalty to rho_max by T_freeze; kept so that the logs stay comparable), mask
+  frozen after 4 iterations, 2 retraining iterations.
 - `regime` (the default of `./run_all.sh` on one machine): the `local` runs in the paper's regime,
   where communication dominates. DDP's communication share of an iteration in the paper's set-up
   (0.50 s of communication per iteration, sec. 5.3.2, over that plus ResNet-152's 0.33 s of V100

@@ -4,8 +4,9 @@ Paper claim (sec. 5.3.2, 64 V100, ResNet-152): DDP ~0.50 s per iteration, PruneX
 the flat-consensus ablation PruneX (AR) shows high variance and latency spikes.
 
 A profile with several `repeat_seeds` (`regime`: 0, 1, 2, fixed before any run) trains each method
-once per seed; seed 0 keeps the plain name (and is the run time_to_accuracy shares), the others are
-named `-s<seed>`. The report measures the claims per seed and gives the spread.
+once per seed; seed 0 keeps the plain name (in the paper and smoke profiles the same training as
+time_to_accuracy's, which the one-machine profiles run on Fashion-MNIST instead), the others are named
+`-s<seed>`. The report measures the claims per seed and gives the spread.
 
     python -m experiments.latency --profile local --results results
 """

@@ -7,6 +7,14 @@ of inter-node traffic to reach its peak accuracy.
     python -m experiments.time_to_accuracy --profile local --results results
 
 The one-machine profiles run it on their accuracy dataset (Fashion-MNIST: `Profile.accuracy_data`).
+
+Budgets: each method runs its profile's length, as the paper's Fig. 5 does (curves over the same wall-clock
+window), not an equal number of SGD steps: the SGD methods `Profile.epochs`, H-SADMM its ADMM schedule
+(iterations x local epochs + retraining epochs). In local and regime that is 6 epochs against 8 (48 against 64
+SGD steps per rank on 2,000 images), in paper 240 against up to 300. The claims compare accuracies at equal
+wall-clock time (the common window) or the time to a target; a final accuracy of one method beside another's is
+not a comparison between equals (that is the Pareto's job, `experiments.pareto`). PacTrain runs too, beside the
+paper's three, and the Fig. 5 claims leave it out.
 """
 
 from __future__ import annotations

@@ -5,6 +5,10 @@ ResNet-18 2.53 -> 1.01 GB, WRN-50-2 14.88 -> 5.97 GB, ResNet-152 13.00 -> 5.21 G
 message starts at the dense ~220 MB and settles at ~40% of it.
 
     python -m experiments.volume --profile local --results results
+
+Each method runs its profile's length (as `experiments.time_to_accuracy` says): a total volume is messages x
+synchronisations, and H-SADMM's schedule (local and regime: 8 epochs, 96 SGD steps per rank on digits; DDP 6
+epochs, 72 steps) is not DDP's. The claims' tolerances say so (`analysis.claims.table`).
 """
 
 from __future__ import annotations
