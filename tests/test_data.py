@@ -140,3 +140,32 @@ def test_a_shared_data_root_is_readable_by_others_and_a_file_is_no_data_root(
     assert run_main(["--method", "ddp", "--data-root", str(afile), "--results", str(results)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "is not a directory" in err[0] and not results.exists(), err
+
+
+class _Draws(torch.utils.data.Dataset):
+    """An augmentation stand-in: each item is a random number drawn in the process that loads it."""
+
+    def __len__(self) -> int:
+        return 16
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return torch.rand(())
+
+
+def test_an_epochs_loader_workers_draw_the_same_numbers_when_the_run_resumes_there() -> None:
+    """Review (2026-11-28): persistent loader workers drew their seeds once and ran their random streams on
+    across epochs, which no checkpoint saves; a resumed run's fresh workers replayed epoch 0's augmentations.
+    Now an epoch's worker seeds depend on (seed, rank, epoch) alone (`start_epoch`)."""
+    from prunex.training.data import shard_loader, start_epoch
+
+    def epochs(which: list[int]) -> list[list[float]]:
+        loader, sampler = shard_loader(_Draws(), rank=1, world_size=2, batch_size=4, seed=3, num_workers=1)
+        out = []
+        for epoch in which:
+            start_epoch(loader, sampler, epoch, seed=3, rank=1)
+            out.append(torch.cat(list(loader)).tolist())
+        return out
+
+    straight = epochs([0, 1, 2])
+    assert straight[2] != straight[0] and straight[1] != straight[0]
+    assert epochs([2]) == [straight[2]]  # as a run resumed at epoch 2 makes it

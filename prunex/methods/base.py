@@ -20,7 +20,7 @@ from torch.utils.data import Dataset
 from prunex.comm import Comm
 from prunex.methods.registry import method_class
 from prunex.training.config import RunConfig
-from prunex.training.data import shard_loader
+from prunex.training.data import shard_loader, start_epoch
 from prunex.training.log import RunLog
 from prunex.training.models import floating_dtype
 from prunex.training.topology import Groups, Topology
@@ -100,7 +100,8 @@ class Method(ABC):
     # -- shared helpers ---------------------------------------------------------------------------
     def batches(self, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """This rank's mini-batches of one epoch, on the device."""
-        self.sampler.set_epoch(epoch)
+        # the shuffle and the loader workers' seeds of this epoch
+        start_epoch(self.loader, self.sampler, epoch, seed=self.ctx.config.seed, rank=self.ctx.topo.rank)
         dev, dtype = self.ctx.device, floating_dtype(self.ctx.model)  # float32 images: a no-op unless float64
         for x, y in self.loader:
             yield x.to(dev, dtype, non_blocking=True), y.to(dev, non_blocking=True)

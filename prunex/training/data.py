@@ -326,7 +326,13 @@ def shard_loader(
 ) -> tuple[DataLoader, DistributedSampler]:
     """A loader over this rank's shard: disjoint, equally sized (tail dropped), seeded shuffles.
 
-    Call `sampler.set_epoch(epoch)` before each epoch so the shuffle changes with it.
+    Call `start_epoch(loader, sampler, epoch, seed=seed, rank=rank)` before each epoch: the shuffle changes with
+    the epoch, and so do the loader workers' random numbers (augmentations), as a function of (seed, rank, epoch)
+    alone. Workers are
+    therefore made afresh each epoch (not persistent): persistent workers draw their seeds once and run their
+    random streams on across epochs, which a checkpoint cannot save, so a resumed run replayed epoch 0's
+    augmentations (review, 2026-11-28). With `num_workers=0` the augmentations draw from the process's torch
+    generator, which checkpoints save, and nothing here changes them.
     """
     sampler = DistributedSampler(
         dataset, num_replicas=world_size, rank=rank, shuffle=shuffle, seed=seed, drop_last=True
@@ -340,9 +346,18 @@ def shard_loader(
         drop_last=drop_last_batch,
         generator=generator,
         pin_memory=torch.cuda.is_available(),
-        persistent_workers=num_workers > 0,
     )
     return loader, sampler
+
+
+def start_epoch(loader: DataLoader, sampler: DistributedSampler, epoch: int, *, seed: int, rank: int) -> None:
+    """Before iterating `loader` (`shard_loader`'s, made with this `seed` and `rank`) for `epoch`: the sampler's
+    shuffle for that epoch and, with loader workers, their seeds from (seed, rank, epoch), so that an epoch's
+    batches do not depend on the epochs before it in this process (a resumed run sees the same ones)."""
+    sampler.set_epoch(epoch)
+    if loader.num_workers > 0 and loader.generator is not None:
+        state = np.random.SeedSequence([seed, rank, epoch]).generate_state(1, np.uint64)[0]
+        loader.generator.manual_seed(int(state))
 
 
 def main(argv: list[str] | None = None) -> int:
