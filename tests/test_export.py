@@ -80,6 +80,15 @@ def test_the_cli_refuses_an_empty_layer_in_one_line(tmp_path: Path, capsys: pyte
     assert len(err) == 1 and "layer3.0.conv1.weight" in err[0] and not (run_dir / export.COMPACT_FILE).exists()
     assert export.main([str(tmp_path / "nowhere")]) == 2
     assert "not a run directory" in capsys.readouterr().err
+    # a device that is none, or a GPU this process cannot see: one line, before the run's model is loaded
+    bad = ["gpu", "cuda:99"] + ([] if torch.cuda.is_available() else ["cuda"])
+    for device in bad:
+        assert export.main([str(tmp_path / "nowhere"), "--device", device]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(
+            f"error: --device {device!r}" if device == "gpu" else "error: --device"
+        )
+        assert "not a run directory" not in err[0]
 
 
 def test_unknown_operations_are_refused() -> None:

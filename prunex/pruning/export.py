@@ -416,6 +416,23 @@ def summary(result: ExportResult) -> str:
     )
 
 
+def _device_error(device: str | None) -> str:
+    """Why `--device` cannot run the check here ("" when it can, or when not given)."""
+    if device is None:
+        return ""
+    try:
+        dev = torch.device(device)
+    except RuntimeError:
+        return f"--device {device!r} is not a device: cpu, cuda or cuda:N"
+    if dev.type not in ("cpu", "cuda"):
+        return f"--device {device!r}: the check runs on cpu or cuda"
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        return f"--device {device}: no CUDA GPU is visible to this process; use --device cpu"
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        return f"--device {device}: this process sees {torch.cuda.device_count()} GPU(s)"
+    return ""
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m prunex.pruning.export", description=__doc__.split("\n")[0])
     parser.add_argument("run_dir", help="a finished run directory (config.json, final_model.pt)")
@@ -425,6 +442,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.check_samples is not None and args.check_samples < 1:
         print(f"error: --check-samples must be >= 1, got {args.check_samples}", file=sys.stderr)
+        return 2
+    bad_device = _device_error(args.device)
+    if bad_device:  # before the run's model is loaded
+        print(f"error: {bad_device}", file=sys.stderr)
         return 2
     try:
         result = export_run(args.run_dir, args.out, device=args.device, check_samples=args.check_samples)
