@@ -343,6 +343,51 @@ def test_a_trained_run_is_relaunched_as_its_export_job_only(data_root: Path, tmp
     assert launch(config, echo=False) == run_dir and len(job_history(run_dir)) == 2  # DONE: nothing submitted
 
 
+@pytest.mark.slow
+def test_a_failed_in_job_export_is_relaunched_as_the_export_alone(
+    data_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review (2026-11-28): a run that exports in its training job (one task here; `--bind-cores` runs too) wrote
+    TRAINED only never, so a failed export was relaunched as a training job that trained the run again (from a
+    checkpoint, or from scratch after its logs were cleared). It is now saved and TRAINED before its export, and
+    a relaunch submits the export job alone: nothing is trained again."""
+    from prunex.cluster.launch import launch
+    from prunex.cluster.lock import job_history
+    from prunex.cluster.rundir import run_dir_for
+
+    config = RunConfig(
+        method="ddp",
+        epochs=1,
+        name="inj",
+        export=True,
+        bench_budget_s=0.01,
+        bench_batch=4,
+        train_subset=64,
+        bn_batches=1,
+        executor="local",
+        data_root=str(data_root),
+        results=str(tmp_path / "r"),
+    )
+    assert not config.export_job  # one task: the export runs in the training job
+    monkeypatch.setenv("PRUNEX_FAULT_EXPORT_FAIL", "1")
+    with pytest.raises(RuntimeError, match="fault injection: the export fails"):
+        launch(config, echo=False)
+    run_dir = run_dir_for(config)
+    assert (run_dir / "TRAINED").exists() and not (run_dir / "DONE").exists()
+    assert not (run_dir / "checkpoints").exists() and (run_dir / "final_model.pt").exists()
+    weights, steps = (run_dir / "final_model.pt").read_bytes(), pd.read_parquet(run_dir / "steps.parquet")
+
+    monkeypatch.delenv("PRUNEX_FAULT_EXPORT_FAIL")
+    assert launch(config, echo=False) == run_dir
+    assert (run_dir / "DONE").exists() and not (run_dir / "TRAINED").exists()
+    assert (run_dir / export.EXPORT_JSON).exists() and (run_dir / inference.INFERENCE_FILE).exists()
+    assert [j["tasks"] for j in job_history(run_dir)] == [1, 1]
+    log = "".join(p.read_text() for p in (run_dir / "submitit").glob("*_log.out"))
+    assert log.count("exported and benched: done") == 1, log[-2000:]  # the second job: prunex.training.export_step
+    assert (run_dir / "final_model.pt").read_bytes() == weights
+    pd.testing.assert_frame_equal(pd.read_parquet(run_dir / "steps.parquet"), steps)
+
+
 def _interrupted_export(
     data_root: Path,
     tmp_path: Path,

@@ -15,6 +15,8 @@ call does nothing. Used by tests/faults, tests/test_resume.py and the mini clust
   collective timeout, so that interrupts and restarts can be tested at a known point of a run.
 - ``PRUNEX_FAULT_STALL_START_RANK=R`` and ``PRUNEX_FAULT_STALL_START_S=S``: rank R sleeps S seconds before
   the rendezvous (`Faults.before_rendezvous`), a rank stuck while starting (a slow import or file system).
+- ``PRUNEX_FAULT_EXPORT_FAIL=1``: a run that exports in its training job (`RunConfig.export_job` false) fails
+  as its export starts, after its training is saved (`Faults.before_export`).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ class Faults:
     hold_s: float = 60.0
     stall_start_rank: int = -1
     stall_start_s: float = 0.0
+    export_fail: bool = False
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Faults:
@@ -58,6 +61,7 @@ class Faults:
             hold_s=float(env.get("PRUNEX_FAULT_HOLD_S", "60")),
             stall_start_rank=int(env.get("PRUNEX_FAULT_STALL_START_RANK", "-1")),
             stall_start_s=float(env.get("PRUNEX_FAULT_STALL_START_S", "0")),
+            export_fail=env.get("PRUNEX_FAULT_EXPORT_FAIL", "") == "1",
         )
 
     def before_rendezvous(self, rank: int) -> None:
@@ -74,6 +78,11 @@ class Faults:
                 next(model.parameters()).fill_(float("nan"))
         if k == self.preempt_at and topo.rank == topo.world_size - 1:
             preemption_signal()
+
+    def before_export(self) -> None:
+        """Fail the in-job export as it starts (nothing, normally)."""
+        if self.export_fail:
+            raise RuntimeError("fault injection: the export fails")
 
     def _hold(self, config: RunConfig) -> None:
         if not fnmatch.fnmatch(config.name, self.hold_runs):

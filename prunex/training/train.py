@@ -377,12 +377,18 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device, faults:
         torch.save(final.state_dict(), buf)
         write_atomic(run_dir / "final_model.pt", buf.getvalue())
         write_checksum(run_dir / "final_model.pt")  # read back by export, which refuses a damaged file
-        if config.export_job:  # the launcher submits the one-task export job (prunex.training.export_step)
+        if config.export:
+            # trained, saved and marked so before the export: a failed export is relaunched as the export job alone
+            # (the launcher submits it for a TRAINED run), not as a training job that would train the run again
             merge_parts(run_dir)
             write_marker(run_dir / TRAINED)
-        else:
-            if config.export:
-                export_and_bench(run_dir, device, config.bench_budget_s, config.bench_batch)
+            shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
+        if config.export and not config.export_job:  # here, on this machine (else the launcher's one-task job)
+            faults.before_export()
+            export_and_bench(run_dir, device, config.bench_budget_s, config.bench_batch)
+            merge_parts(run_dir, done=True)
+            (run_dir / TRAINED).unlink(missing_ok=True)  # DONE says it all now, as after an export job
+        elif not config.export:
             merge_parts(run_dir, done=True)
         shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
         summary = {"iterations": k + 1, "wall_s": wall, "final_test_acc": test_acc}
