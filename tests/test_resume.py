@@ -98,8 +98,28 @@ def test_killed_and_preempted_run_resumes_to_the_same_result(data_root: Path, tm
     pd.testing.assert_frame_equal(sa, sb)
     ra, rb = (pd.read_parquet(r / "residuals.parquet") for r in (run_a, run_b))
     pd.testing.assert_frame_equal(ra, rb)
+    # every collective logged once: a resumed attempt's construction-time collectives are not logged again
+    calls = ["iteration", "rank", "level", "op", "bytes", "inter_bytes", "intra_bytes"]
+    ca, cb = (pd.read_parquet(r / "comm.parquet")[calls].sort_values(calls, ignore_index=True) for r in (run_a, run_b))
+    pd.testing.assert_frame_equal(ca, cb)
     assert not (run_b / "checkpoints").exists()  # removed once the run is done
     # each attempt keeps its own meta: the resumed attempt did not overwrite the first one's
     first, second = (json.loads((run_b / name).read_text()) for name in ("meta.json", "meta.attempt2.json"))
     assert (first["attempt"], second["attempt"]) == (1, 2) and first["started"] <= second["started"]
     assert not (run_a / "meta.attempt2.json").exists()
+
+
+def test_a_resumed_ddp_run_logs_its_parameter_broadcast_once(data_root: Path, tmp_path: Path) -> None:
+    """Review (2026-11-28): DDP's constructor broadcasts the parameters, logged as iteration 0's; a resumed attempt
+    builds DDP again and logged that broadcast as a second iteration-0 row, so steps.parquet's iteration 0 counted
+    the model's bytes twice. The resumed attempt's construction-time collectives are now dropped."""
+    cmd = [sys.executable, "-m", "prunex.run", "--method", "ddp", "--nodes", "1", "--procs-per-node", "2"]
+    cmd += ["--epochs", "3", "--train-subset", "128", "--bn-batches", "2", "--name", "rd", "--checkpoint-every-min"]
+    cmd += ["60", "--executor", "local", "--results", str(tmp_path)]
+    env = dict(os.environ, PRUNEX_FAULT_PREEMPT_AT="3")  # checkpointed at the end of epoch 2, requeued, resumed
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, check=True, env=env)
+    assert "resumed after iteration 4 (4/" in out.stdout, out.stdout
+    run = tmp_path / "adhoc" / "rd"
+    comm = pd.read_parquet(run / "comm.parquet")
+    broadcasts = comm[comm["op"] == "broadcast"]
+    assert sorted(broadcasts["rank"]) == [0, 1] and set(broadcasts["iteration"]) == {0}, broadcasts

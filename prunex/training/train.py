@@ -239,6 +239,12 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device, faults:
         checkpoint.set_rng_state(resumed["rng"])
         wall, start = resumed["wall"], resumed["iteration"] + 1
         log.load_existing(resumed["iteration"])
+        # building the method ran its construction-time collectives again (DDP's parameter broadcast); the first
+        # attempt logged them as iteration 0's, so this attempt's are dropped, from the comm rows (steps.parquet's
+        # bytes come from them) and from the node's wire counters alike
+        comm.drain()
+        if wire_last is not None:
+            wire_last = read_counters()
         if topo.rank == 0:
             # iterations count from 1 here as in the progress lines and the interrupt message (prunex.cluster.interrupt)
             print(f"[{config.name}] resumed after iteration {start} ({start}/{total} done)", flush=True)
