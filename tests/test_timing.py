@@ -49,13 +49,15 @@ def test_exclusive_seconds_sum_to_the_union_of_overlapping_spans() -> None:
 
 
 def test_drained_calls_in_flight_together_add_up_to_their_union() -> None:
-    """Two asynchronous AllReduces on one real gloo process, the second launched before the first is
-    waited: their seconds overlap, their exclusive seconds add up to the union of the two spans."""
+    """Two asynchronous AllReduces between two real gloo processes over the alpha-beta link (0.2 s each), the
+    second launched before the first is waited: their spans overlap, their exclusive seconds add up to the union
+    of the two spans."""
     from distributed import run_distributed
 
-    out = run_distributed(_two_in_flight, 1)[0]
+    out = run_distributed(_two_in_flight, 2)[0]
     first, second = out["rows"]
-    assert first["seconds"] + second["seconds"] > out["union"] + 0.5 * out["overlap"]  # the spans overlap
+    assert out["overlap"] > 0.1  # the spans overlap
+    assert first["seconds"] + second["seconds"] > out["union"] + 0.5 * out["overlap"]
     assert abs(first["exclusive_s"] + second["exclusive_s"] - out["union"]) < 1e-9
 
 
@@ -65,20 +67,48 @@ def _two_in_flight(rank: int) -> dict:
     import torch
 
     from prunex.comm import Comm
+    from prunex.training.config import LinkConfig
     from prunex.training.topology import build_groups, discover
 
-    topo = discover(1, 1)
-    comm = Comm(topo, build_groups(topo, 60), torch.device("cpu"))
+    topo = discover(2, 1)
+    comm = Comm(topo, build_groups(topo, 60), torch.device("cpu"), LinkConfig(model="alpha-beta", alpha_s=0.1))
     a, b = torch.ones(8), torch.ones(8)
     wait_a = comm.all_reduce_start(a, "flat")
     time.sleep(0.05)
     wait_b = comm.all_reduce_start(b, "flat")
-    time.sleep(0.05)
     wait_a()
-    time.sleep(0.05)
     wait_b()
     spans = [r.seconds for r in comm.records]
     intervals = [s.interval(comm._origin) for s in spans]
     union = max(e for _, e in intervals) - min(s for s, _ in intervals)
     overlap = min(e for _, e in intervals) - max(s for s, _ in intervals)
     return {"rows": comm.drain(), "union": union, "overlap": overlap}
+
+
+def test_an_asynchronous_allreduce_ends_when_gloo_finishes_not_when_it_is_waited() -> None:
+    """Review (2026-11-28): on the CPU an AllReduce launched with `all_reduce_start` was timed to its `wait`, so
+    with pipelined buckets its span held the host's work in between (the next bucket's fill, the previous one's
+    unpack). It now ends in the future's callback, when gloo has finished; with the alpha-beta link, when the
+    modelled transfer has too (the previous test)."""
+    from distributed import run_distributed
+
+    seconds, host = run_distributed(_host_work_before_wait, 1)[0]
+    assert host >= 0.3 and seconds < 0.1, (seconds, host)
+
+
+def _host_work_before_wait(rank: int) -> tuple[float, float]:
+    import time
+
+    import torch
+
+    from prunex.comm import Comm
+    from prunex.training.topology import build_groups, discover
+
+    topo = discover(1, 1)
+    comm = Comm(topo, build_groups(topo, 60), torch.device("cpu"))
+    wait = comm.all_reduce_start(torch.ones(8), "flat")
+    t = time.perf_counter()
+    time.sleep(0.3)  # the host's work between the launch and the wait
+    host = time.perf_counter() - t
+    wait()
+    return comm.drain()[0]["seconds"], host

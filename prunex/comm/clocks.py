@@ -92,6 +92,14 @@ class _CPUSpan(Span):
         return self.t0 - origin.t0, self.t0 - origin.t0 + self.seconds
 
 
+def end_no_earlier(span: Span, t: float) -> None:
+    """A stopped host span ends at `t` (a `time.perf_counter()` reading) if it ended before it: the alpha-beta
+    model's transfer, busy from the launch for its delay, ends the collective it models (`Comm.all_reduce_start`)."""
+    if not isinstance(span, _CPUSpan) or span.t1 is None:
+        raise TypeError("end_no_earlier takes a stopped host span")
+    span.t1 = max(span.t1, t)
+
+
 class CPUTimer(Timer):
     """Host clock: `time.perf_counter()` at both ends."""
 

@@ -27,7 +27,7 @@ import torch.distributed as dist
 
 from prunex.comm import cost as commcost
 from prunex.comm.bitset import pack_bits, unpack_bits
-from prunex.comm.clocks import Span, exclusive_seconds, timer_for
+from prunex.comm.clocks import Span, end_no_earlier, exclusive_seconds, timer_for
 from prunex.comm.cost import Link
 from prunex.comm.volume import group_members, wire_bytes
 from prunex.training.config import ConfigError, LinkConfig
@@ -186,6 +186,11 @@ class Comm:
         work = dist.all_reduce(t, op=reduce_op, group=group, async_op=True)
         launched = time.perf_counter()
         stopped: Span | None = None
+        completed: torch.futures.Future | None = None
+        if not cuda:
+            # the span ends when gloo has finished (the future's callback), not at `wait`: the host's work in
+            # between (the next bucket's fill, the previous one's broadcast and unpack) is not communication
+            completed = work.get_future().then(lambda _f: span.stop())
         if cuda:
             # Both ends are enqueued now, after the launch, on a stream of their own: it waits for what the
             # collective waits for (the current stream's work so far), marks the start, waits for the
@@ -201,13 +206,17 @@ class Comm:
                 stopped = span.stop()
 
         def wait() -> torch.Tensor:
-            overlapped = time.perf_counter() - launched  # the modelled link was busy meanwhile too
             self.current = f"{level} allreduce"
             work.wait()
+            if completed is not None:
+                completed.wait()  # its callback has run: the span has its end
             self.current = None
-            if self._alpha_beta is not None:
-                time.sleep(max(0.0, self._alpha_beta.delay(self.topo, level, "allreduce", nbytes) - overlapped))
-            self.record(level, "allreduce", nbytes, stopped if stopped is not None else span.stop())
+            if self._alpha_beta is not None:  # the modelled link is busy from the launch for its delay
+                modelled_end = launched + self._alpha_beta.delay(self.topo, level, "allreduce", nbytes)
+                time.sleep(max(0.0, modelled_end - time.perf_counter()))
+                if span is not None:  # the host span (alpha-beta is CPU-only): it ends with the modelled transfer
+                    end_no_earlier(span, modelled_end)
+            self.record(level, "allreduce", nbytes, stopped if stopped is not None else span)
             if op == "avg":
                 t.div_(dist.get_world_size(group))
             return t
