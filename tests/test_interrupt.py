@@ -43,3 +43,41 @@ def test_resume_hint() -> None:
     assert interrupt.resume_hint(2) == (
         "interrupted after iteration 3; run the same command again to resume from the checkpoint"
     )
+
+
+def test_ctrl_c_again_while_cancelling_still_cancels_every_job(monkeypatch, tmp_path, capsys) -> None:
+    """Review (2026-11-28): the launcher sent one scancel per job outside the block that takes a second Ctrl-C,
+    so a Ctrl-C arriving while the cancels went out (80 array elements on the paper profile) left the remaining
+    jobs running. The cancels are now sent under `deferred()`: every job gets its own, then the launcher stops
+    waiting. Real signals to this process; the Slurm calls are the fakes (no Slurm here)."""
+    from prunex.cluster import jobs
+    from prunex.cluster import launch as launcher
+    from prunex.training.config import RunConfig
+
+    monkeypatch.setattr(interrupt.STATE, "last", float("-inf"))
+    monkeypatch.setattr(interrupt, "DEBOUNCE_S", 0.0)
+    cancelled: list[str] = []
+
+    def cancel(record: jobs.JobRecord) -> None:
+        if len(cancelled) == 3:
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C again, in the middle of the cancels
+            time.sleep(0.05)
+        cancelled.append(record.job_id)
+
+    monkeypatch.setattr(jobs, "cancel", cancel)
+    monkeypatch.setattr(jobs, "wait_gone", lambda *a, **k: pytest.fail("waited after the second Ctrl-C"))
+    monkeypatch.setattr(jobs, "kill", lambda record: None)
+    entries = [
+        launcher.Submitted(
+            RunConfig(method="ddp", name=f"r{i}"),
+            tmp_path / f"r{i}",
+            None,
+            jobs.JobRecord("slurm", f"7_{i}", str(tmp_path), 1, "h", 1, "now"),
+        )
+        for i in range(8)
+    ]
+    with interrupt.interruptible():
+        result = launcher.interrupted(entries, entries, detach=False)
+    assert cancelled == [f"7_{i}" for i in range(8)]
+    assert isinstance(result, interrupt.Interrupted)
+    assert "not waiting for Slurm job(s) 7_0 7_1" in capsys.readouterr().err

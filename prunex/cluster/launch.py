@@ -622,9 +622,16 @@ def interrupted(entries: list[Submitted], pending: list[Submitted], detach: bool
             file=sys.stderr,
             flush=True,
         )
-        for e in live:
-            jobs.cancel(e.record)
+        again = False
         try:
+            with deferred():  # every job gets its cancel (one scancel each), whatever Ctrl-C comes meanwhile
+                for e in live:
+                    jobs.cancel(e.record)
+        except KeyboardInterrupt:  # Ctrl-C again while cancelling: as while waiting, below
+            again = True
+        try:
+            if again:
+                raise KeyboardInterrupt
             for e in live:
                 if not jobs.wait_gone(e.record, CANCEL_WAIT_S[e.record.executor], job=e.job):
                     jobs.kill(e.record)
