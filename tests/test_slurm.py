@@ -133,6 +133,10 @@ def test_sbatch_passthrough_reaches_the_job_script(real_slurm_env, tmp_path: Pat
     assert "#SBATCH --qos=normal" in script and "#SBATCH --exclusive" in script
     with pytest.raises(ConfigError, match="KEY=VALUE"):
         parse_sbatch(["qos="])
+    # an option prunex sets itself would override what the dry run prints (review, 2026-11-28): refused
+    for item, instead in (("time=10", "--time-min"), ("--gres=gpu:v100:1", "--gres"), ("array=0-3", "one array")):
+        with pytest.raises(ConfigError, match=f"prunex sets .* itself .*{instead}"):
+            parse_sbatch([item])
 
 
 def test_unknown_site_is_one_line_naming_the_known_ones(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,7 +7,8 @@ Precedence, lowest first: the site preset (`--site NAME` / `PRUNEX_SITE`, `prune
 `PRUNEX_SLURM_*` environment variables (`PARTITION`, `ACCOUNT`, `TIME_MIN`, `GPUS_PER_NODE`,
 `GRES`, `CPUS_PER_TASK`, `MEM`), the command-line options (`add_cluster_options`, shared by
 `prunex.run` and every `experiments.*` module). `--sbatch KEY=VALUE` (repeatable; `--sbatch KEY`
-for a flag) passes any other sbatch option (qos, constraint, reservation, ...).
+for a flag) passes any other sbatch option (qos, constraint, reservation, ...); one prunex sets itself (time,
+partition, account, gres, nodes, tasks, array, output, ...: `OWN_SBATCH`) is refused, naming the option to use.
 
 A run on the `slurm` executor asks for (`executor_parameters`): M nodes of P tasks; one GPU per
 task unless it runs on the CPU (`--gres`, else `--gpus-per-node`, else the site's gres for P GPUs,
@@ -120,14 +121,52 @@ def add_cluster_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+# sbatch options prunex sets itself (`executor_parameters`, submitit's script): through --sbatch they would override
+# what the dry run prints and how runs are grouped into arrays, so they are refused, naming the option to use
+OWN_SBATCH = {
+    "time": "--time-min",
+    "t": "--time-min",
+    "partition": "--partition",
+    "p": "--partition",
+    "account": "--account",
+    "A": "--account",
+    "gres": "--gres",
+    "gpus-per-node": "--gpus-per-node",
+    "gpus_per_node": "--gpus-per-node",
+    "cpus-per-task": "--cpus-per-task",
+    "cpus_per_task": "--cpus-per-task",
+    "c": "--cpus-per-task",
+    "mem": "--mem",
+    "nodes": "the run's --nodes",
+    "N": "the run's --nodes",
+    "ntasks-per-node": "the run's --procs-per-node",
+    "ntasks_per_node": "the run's --procs-per-node",
+    "ntasks": "the run's --nodes x --procs-per-node",
+    "n": "the run's --nodes x --procs-per-node",
+    "array": "nothing: runs of one shape and time limit go out as one array",
+    "job-name": "nothing: prunex names each job after its run",
+    "J": "nothing: prunex names each job after its run",
+    "output": "nothing: submitit writes each task's log in the run's submitit/ folder",
+    "o": "nothing: submitit writes each task's log in the run's submitit/ folder",
+    "error": "nothing: submitit writes each task's log in the run's submitit/ folder",
+    "e": "nothing: submitit writes each task's log in the run's submitit/ folder",
+    "signal": "nothing: submitit's preemption signal is what the checkpoints answer",
+}
+
+
 def parse_sbatch(items: list[str]) -> tuple[tuple[str, str | bool], ...]:
-    """``["qos=normal", "exclusive"]`` -> (("qos", "normal"), ("exclusive", True))."""
+    """``["qos=normal", "exclusive"]`` -> (("qos", "normal"), ("exclusive", True)). An option prunex sets itself
+    (`OWN_SBATCH`) is refused in one line naming what to use instead."""
     out: list[tuple[str, str | bool]] = []
     for item in items:
         key, sep, value = item.partition("=")
         key = key.strip().lstrip("-")
         if not _SBATCH_KEY.match(key) or (sep and not value):
             raise ConfigError(f"--sbatch {item!r}: use KEY=VALUE (e.g. qos=normal) or KEY for a flag")
+        if key in OWN_SBATCH:
+            raise ConfigError(
+                f"--sbatch {item!r}: prunex sets {key} itself (what the dry run prints); use {OWN_SBATCH[key]}"
+            )
         out.append((key, value if sep else True))
     return tuple(out)
 
