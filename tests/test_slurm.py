@@ -178,6 +178,23 @@ def test_cuda_on_the_mini_cluster_is_refused(monkeypatch: pytest.MonkeyPatch) ->
     check_submission(RunConfig(method="ddp", executor="slurm", device="cpu"), SlurmOptions())  # no account needed
 
 
+def test_slurm_limits_out_of_range_are_refused_before_anything() -> None:
+    """Review (2026-11-28): a time limit over the site's partition limit went out as it was (sbatch refuses it or the
+    job pends for ever), negative CPUs passed through, and a cuda run with --gpus-per-node 0 asked for no GPU."""
+    site = load_site("puhti")
+    with pytest.raises(ConfigError, match="over site puhti's limit of 4320 minutes"):
+        SlurmOptions(site=site, time_min=5000)
+    assert SlurmOptions(site=site, time_min=4320).time_min == 4320
+    with pytest.raises(ConfigError, match="--cpus-per-task must be >= 1"):
+        SlurmOptions(cpus_per_task=-3)
+    with pytest.raises(ConfigError, match="--gpus-per-node must be >= 0"):
+        SlurmOptions(gpus_per_node=-1)
+    with pytest.raises(ConfigError, match="asks for no GPU"):
+        check_submission(
+            RunConfig(method="ddp", executor="slurm", device="cuda"), SlurmOptions(account="a", gpus_per_node=0)
+        )
+
+
 def _fake_sbatch(folder: Path) -> Path:
     """An `sbatch` that refuses every job the way Slurm does (message on stderr, exit code 1)."""
     folder.mkdir()

@@ -85,6 +85,16 @@ class SlurmOptions:
     def __post_init__(self) -> None:
         if self.time_min is not None and self.time_min < 1:
             raise ConfigError(f"the time limit must be >= 1 minute, got {self.time_min}")
+        cap = self.site.max_time_min if self.site is not None else None
+        if self.time_min is not None and cap and self.time_min > cap:
+            raise ConfigError(
+                f"--time-min {self.time_min} is over site {self.site.name}'s limit of {cap} minutes (its partition "
+                "would refuse the job, or hold it pending for ever)"
+            )
+        if self.cpus_per_task is not None and self.cpus_per_task < 1:
+            raise ConfigError(f"--cpus-per-task must be >= 1, got {self.cpus_per_task}")
+        if self.gpus_per_node is not None and self.gpus_per_node < 0:  # 0: none, for runs on the CPU
+            raise ConfigError(f"--gpus-per-node must be >= 0, got {self.gpus_per_node}")
         for key, _ in self.sbatch:
             if not _SBATCH_KEY.match(key):
                 raise ConfigError(f"--sbatch {key!r}: an sbatch option name such as qos or mail-type")
@@ -274,6 +284,10 @@ def check_submission(config: RunConfig, slurm: SlurmOptions | None = None) -> No
         raise ConfigError(
             "--account is required on a Slurm cluster: the project to bill (e.g. --account project_2001234, "
             "or PRUNEX_SLURM_ACCOUNT)"
+        )
+    if config.device == "cuda" and slurm.gpus_per_node == 0 and not slurm.gres:
+        raise ConfigError(
+            "--gpus-per-node 0 asks for no GPU, and the run is on cuda: give the GPUs per node, or --device cpu"
         )
     try:
         check_this_torch()  # submitit runs the job with this same Python
