@@ -398,6 +398,9 @@ def main_job(argv: list[str], kids: Children) -> int:
         else:
             profile = "regime"
     results = results or f"results/{profile}"
+    if os.path.exists(results) and not os.path.isdir(results):  # before the probe writes regime.json into it
+        err(f"--results {results} is a file, not a directory; name a folder for the runs and figures")
+        return 2
     args = ["--profile", profile, "--results", results, *cluster_args] + (["--only", only] if only else [])
     # bad input (profile, executor, --only, Slurm variables): one line, before anything is brought up
     check = args + (["--executor", executor] if executor else [])

@@ -145,3 +145,16 @@ def test_run_all_refuses_to_build_its_env_with_an_old_system_python(tmp_path: Pa
         "conda) or set PRUNEX_PYTHON=/path/to/python"
     ]
     assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())  # nothing half-built
+
+
+def test_run_all_refuses_results_that_are_a_file_before_anything(tmp_path: Path, capsys) -> None:
+    """Review (2026-11-28): with `--results FILE` the regime profile ran its link-rate probe in full and then failed
+    with a traceback writing regime.json into the file. One line now, before the probe, and the file untouched."""
+    from experiments import run_all
+
+    afile = tmp_path / "afile"
+    afile.write_text("mine\n")
+    assert run_all.main(["--profile", "regime", "--results", str(afile)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is a file, not a directory" in err[0], err
+    assert afile.read_text() == "mine\n"
