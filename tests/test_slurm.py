@@ -147,6 +147,34 @@ def test_unknown_site_is_one_line_naming_the_known_ones(monkeypatch: pytest.Monk
         SlurmOptions()
 
 
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"slurm": []}, "'slurm' must be an object"),
+        ({"env": ["A=1"]}, "'env' must be an object"),
+        ({"time_limit": 5}, "'time_limit' must be an object"),
+        ({"slurm": {"gres": 4}}, "slurm.gres must be a string"),
+    ],
+)
+def test_a_site_file_of_the_wrong_shape_is_one_line(tmp_path: Path, change: dict, message: str) -> None:
+    """Review (2026-11-28): these gave an AttributeError traceback."""
+    raw = json.loads((Path(load_site("puhti").path)).read_text()) | change
+    path = tmp_path / "site.json"
+    path.write_text(json.dumps(raw))
+    with pytest.raises(ConfigError, match=message):
+        load_site(path)
+
+
+def test_a_site_naming_a_missing_cluster_file_is_one_line(tmp_path: Path) -> None:
+    """Review (2026-11-28): an uncaught CalibrationError, even in --dry-run."""
+    raw = json.loads((Path(load_site("puhti").path)).read_text()) | {"cluster": "nope"}
+    path = tmp_path / "site.json"
+    path.write_text(json.dumps(raw))
+    config = RunConfig(method="ddp", executor="slurm", dataset="cifar10", model="resnet18")
+    with pytest.raises(ConfigError, match="its cluster file"):
+        executor_parameters(config, SlurmOptions(site=load_site(path)))
+
+
 # ------------------------------------------------------------------------------------ refusals, end to end
 def _run_argv(data_root: Path, results: Path, *extra: str) -> list[str]:
     return ["--method", "ddp", "--executor", "slurm", "--data-root", str(data_root), "--results", str(results), *extra]

@@ -124,19 +124,28 @@ def _positive(raw: dict[str, Any], key: str, kind: type = int) -> Any:
     return kind(value)
 
 
+def _section(raw: dict[str, Any], key: str) -> dict[str, Any]:
+    """An object of the site file (absent or null: empty), refused when it is anything else."""
+    value = raw.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"'{key}' must be an object ({{...}}), got {type(value).__name__} {value!r}")
+    return value
+
+
 def _parse(raw: dict[str, Any], path: Path) -> Site:
     if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
         raise ValueError("needs a 'name'")
-    slurm = raw.get("slurm", {})
-    gpu = raw.get("gpu", {})
-    env = raw.get("env", {})
+    slurm, gpu, env, tl = (_section(raw, key) for key in ("slurm", "gpu", "env", "time_limit"))
     for k, v in env.items():
         if not _ENV_NAME.match(k) or not re.fullmatch(r"[A-Za-z0-9_.,:/=+-]*", str(v)):
             raise ValueError(f"env {k}={v!r}: names are identifiers, values plain words")
     gres = slurm.get("gres")
     if gres is not None:
+        if not isinstance(gres, str):
+            raise ValueError(f"slurm.gres must be a string such as 'gpu:v100:{{gpus}}', got {gres!r}")
         gres.format(gpus=1)  # a bad template fails here, not at submission
-    tl = raw.get("time_limit", {})
     policy = TimeLimitPolicy(
         factor=float(tl.get("factor", 2.0)),
         add_min=float(tl.get("add_min", 20)),

@@ -42,6 +42,7 @@ from typing import Any
 from prunex.cluster.compat import UnsupportedEnvironment, check_cuda_arch, check_this_torch
 from prunex.cluster.estimate import EstimateError, RunEstimate, estimate_export, estimate_run
 from prunex.cluster.sites import Site, load_site
+from prunex.perfmodel.calibrate import CalibrationError
 from prunex.training.config import DEVICE_NAMES, ConfigError, RunConfig
 
 DEFAULT_TIME_MIN = 60  # without --time-min and without a site's cluster file to estimate from
@@ -207,6 +208,8 @@ def estimate_for(config: RunConfig, slurm: SlurmOptions, *, export: bool = False
         if slurm.time_min:
             return None
         raise ConfigError(f"run {config.name}: {e}") from None
+    except CalibrationError as e:  # the site names a cluster file that is missing or unreadable
+        raise ConfigError(f"site {site.name} ({site.path}): its cluster file: {e}") from None
 
 
 def estimate_jobs_for(config: RunConfig, slurm: SlurmOptions) -> list[RunEstimate] | None:
