@@ -1,6 +1,7 @@
 """The preflight check (`python -m experiments.doctor`) and run_all.sh's refusals of an unusable Python."""
 
 import importlib
+import json
 import os
 import runpy
 import shutil
@@ -73,6 +74,24 @@ def test_a_clean_bill_of_health_exits_0(fake_slurm, data_root, capsys) -> None:
 
     compress = _row(lines, "cpu compress")  # the native kernel's state, never a failure
     assert compress.split()[0] == ("ok" if native.available() else "--"), compress
+
+
+def test_a_given_time_limit_stands_where_the_cluster_file_cannot_estimate(
+    fake_slurm, data_root, tmp_path, capsys
+) -> None:
+    """Review (2026-11-28): with a cluster file that has no compute time for the model, the dry run and the
+    submission take `--time-min`, but the doctor failed the runs ("cannot estimate") and run_all.sh submitted
+    nothing. Now: not an estimate, not a failure."""
+    raw = json.loads((ROOT / "saved-logs/local/perfmodel/minicluster-2node-1gbit.json").read_text())
+    raw["compute_s_per_sample"] = {}
+    cluster = tmp_path / "cluster.json"
+    cluster.write_text(json.dumps(raw))
+    argv = ("--profile", "local", "--account", "project_2001234", "--data-root", str(data_root), "--cluster")
+    rc, lines = _doctor(capsys, *argv, str(cluster))
+    assert rc == 1 and _row(lines, "runs").split()[0] == "FAIL" and "give --time-min" in _row(lines, "runs")
+    rc, lines = _doctor(capsys, *argv, str(cluster), "--time-min", "30")
+    runs = _row(lines, "runs")
+    assert rc == 0 and runs.split()[0] == "--" and "--time-min 30 for every job" in runs, lines
 
 
 def test_unknown_partition_and_foreign_account_fail(fake_slurm, data_root, capsys) -> None:

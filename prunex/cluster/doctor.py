@@ -270,6 +270,10 @@ def check_runs(ctx: Context, configs: list[RunConfig]) -> Check:
         # every job of each: its training and, for a multi-task --export, its one-GPU export job
         est = [e for c in distinct for e in estimate_jobs(c, cluster, policy, site.max_time_min if site else None)]
     except EstimateError as e:
+        if ctx.slurm.time_min:  # as the dry run and the submission: the given limit stands where nothing estimates
+            return Check(
+                "runs", NA, f"{head}; --time-min {ctx.slurm.time_min} for every job, no GPU-hour estimate: {e}"
+            )
         return Check("runs", FAIL, f"{head}; cannot estimate: {e}")
     hours = sum(e.gpu_hours for e in est)
     wall = sum(e.seconds for e in est) / 3600
