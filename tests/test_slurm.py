@@ -252,6 +252,42 @@ def test_sbatch_refusal_of_a_job_array_is_one_line(real_slurm_env, data_root, tm
     assert len(err) == 1 and "sbatch refused the 3 runs of latency" in err[0] and SLURM_REFUSAL in err[0], err
 
 
+def test_a_submission_refused_part_way_cancels_what_it_submitted(
+    real_slurm_env, data_root, tmp_path, capsys, monkeypatch
+) -> None:
+    """Review (2026-11-28): when sbatch accepted the first array and refused the next, the first kept running
+    with nobody waiting for it. It is now cancelled, and the one-line error says so."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls"
+    sbatch = bin_dir / "sbatch"
+    sbatch.write_text(
+        f"#!/bin/sh\nif [ -e {calls}.first ]; then echo '{SLURM_REFUSAL}' >&2; exit 1; fi\n"
+        f"touch {calls}.first\necho 'Submitted batch job 41'\n"
+    )
+    scancel = bin_dir / "scancel"
+    scancel.write_text(f'#!/bin/sh\necho "$@" >> {calls}.scancel\n')
+    for f in (sbatch, scancel):
+        f.chmod(f.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    from prunex.cluster.launch import submit
+    from prunex.cluster.slurm import SubmitError
+
+    common = {"method": "ddp", "executor": "slurm", "device": "cpu", "data_root": str(data_root)}
+    configs = [  # two shapes: two arrays, the first accepted, the second refused
+        RunConfig(**common, name=f"n{n}", nodes=n, results=str(tmp_path / "r"), epochs=1) for n in (1, 2)
+    ]
+    from prunex.cluster.rundir import run_dir_for
+
+    for c in configs:
+        run_dir_for(c).mkdir(parents=True)
+    with pytest.raises(SubmitError) as refused:
+        submit(configs, SlurmOptions(account="x"), tmp_path / "submitit", echo=False)
+    message = str(refused.value)
+    assert SLURM_REFUSAL in message and "cancelled the 1 job(s) it had submitted before: 41" in message, message
+    assert (tmp_path / "calls.scancel").read_text().split() == ["41"]
+
+
 def test_every_run_of_a_job_array_gets_its_own_time_limit(real_slurm_env, capsys) -> None:
     """Issue 27: a job array went out with its first run's limit (18 runs estimated at 50 min asked for 30).
     Runs are now grouped by their limit too, and the dry run prints each submission's limit: every run

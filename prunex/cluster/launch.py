@@ -154,7 +154,8 @@ def submit(
     (nodes x tasks) and time limit go out as one Slurm job array (`executor.batch()`, `submission_key`)
     in `folder` (default: each run's own `submitit/`); `one_at_a_time`: an array runs one task at a time
     (sbatch --array=...%1, in submission order). A TRAINED run (`prunex.training.export_step`) gets its export
-    job only. Returns one `Submitted` per unfinished run."""
+    job only. Returns one `Submitted` per unfinished run. A submission that fails part-way (sbatch refuses a later
+    array) cancels the jobs this call submitted before it, which nobody would wait for, and says so."""
     out: list[Submitted] = []
     owned: list[tuple[RunConfig, Path, RunClaim]] = []
     try:
@@ -187,6 +188,16 @@ def submit(
             release_claim(run_dir)
         if isinstance(e, KeyboardInterrupt):
             raise SubmitInterrupted(out) from None
+        mine = [o for o in out if not o.attached]  # submitted by this call before the failure: nobody would wait
+        if isinstance(e, Exception) and mine:
+            for o in mine:
+                jobs.cancel(o.record)  # the next launch submits them again (their records say the jobs are gone)
+            what = f"cancelled the {len(mine)} job(s) it had submitted before: " + " ".join(
+                dict.fromkeys(o.record.job_id for o in mine)
+            )
+            if isinstance(e, SubmitError):
+                raise SubmitError(f"{e}; {what}") from None
+            e.add_note(what)
         raise
     return out
 
