@@ -300,6 +300,11 @@ def submit_driver(
     if executor and executor != "slurm":
         err(f"--submit-driver runs the driver on Slurm; its runs use --executor slurm, not {executor}")
         return 2
+    if not kids.env.get("PRUNEX_MINICLUSTER_DIR"):  # what the driver would check first, checked before it is queued
+        say("preflight check before submitting the driver (python -m experiments.doctor)")
+        if kids.step(py("experiments.doctor", "--profile", profile, "--executor", "slurm", *cluster_args)) != 0:
+            say("the preflight check failed (see 'first to fix' above); nothing was submitted")
+            return 1
     os.makedirs(results, exist_ok=True)
     results = os.path.realpath(results)
     wrap = ["./run_all.sh", "--profile", profile, "--executor", "slurm", "--results", results, "--detach"]

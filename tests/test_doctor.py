@@ -177,3 +177,17 @@ def test_run_all_refuses_results_that_are_a_file_before_anything(tmp_path: Path,
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "is a file, not a directory" in err[0], err
     assert afile.read_text() == "mine\n"
+
+
+def test_submit_driver_runs_the_preflight_check_before_queueing_the_driver(fake_slurm, data_root, tmp_path) -> None:
+    """Review (2026-11-28): `--submit-driver` queued the driver before the preflight check, so a failing check (here:
+    no account) showed only in the driver's log once it ran. The check now runs first and nothing is submitted."""
+    _script(fake_slurm, "sbatch", f'echo "$@" >> {tmp_path / "sbatch.calls"}\necho 77\n')
+    env = {**os.environ, "PRUNEX_DATA": str(data_root)}
+    argv = ["--profile", "local", "--submit-driver", "--results", str(tmp_path / "r")]
+    p = subprocess.run(
+        [sys.executable, "-m", "experiments.run_all", *argv], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "the preflight check failed" in p.stdout + p.stderr and "account" in p.stdout + p.stderr
+    assert not (tmp_path / "sbatch.calls").exists()
