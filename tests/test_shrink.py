@@ -165,6 +165,21 @@ def test_native_kernel_is_built_where_it_can_be() -> None:
     assert native.unavailable_reason() is None
 
 
+def test_the_native_kernel_refuses_indices_it_would_pack_otherwise() -> None:
+    """Review (2026-11-28): the kernel packs channels in ascending order and reads rows unchecked; unsorted or
+    repeated channels packed otherwise than the torch path, and a filter index out of range read out of bounds."""
+    from prunex.comm import native
+
+    if not native.available():
+        pytest.skip(f"no kernel here: {native.unavailable_reason()}")
+    shape = (4, 3, 3, 3)
+    ok = native.RowPacker(torch.tensor([0, 2]), torch.tensor([0, 2]), shape)
+    assert ok is not None
+    for out_idx, in_idx in (([0, 2], [2, 0]), ([0, 2], [1, 1]), ([0, 4], [0, 1]), ([-1, 2], [0, 1])):
+        with pytest.raises(ValueError, match="ascending, unique and in"):
+            native.RowPacker(torch.tensor(out_idx), torch.tensor(in_idx), shape)
+
+
 def _bits(t: torch.Tensor) -> torch.Tensor:
     return t.contiguous().view(torch.int32)
 

@@ -158,6 +158,15 @@ class RowPacker:
         kernel = 1
         for s in shape[2:]:
             kernel *= int(s)
+        # the kernel packs channels in ascending order (a block mask), reads rows out_idx[p] unchecked and writes
+        # kept_per_row floats per row: indices that are not ascending, unique and in range would pack otherwise
+        # than the torch path or read out of bounds (masks come from nonzero(): they always are)
+        for name, idx, bound in (("out_idx", out_idx, int(shape[0])), ("in_idx", in_idx, int(shape[1]))):
+            i = idx.cpu()
+            if i.numel() and (int(i.min()) < 0 or int(i.max()) >= bound or not bool((i[1:] > i[:-1]).all())):
+                raise ValueError(
+                    f"{name} must be ascending, unique and in [0, {bound}): the native kernel relies on it"
+                )
         self._fn = fn
         self._rows = out_idx.to(device="cpu", dtype=torch.long).contiguous()  # kept alive: the kernel reads it
         self._mask = block_mask(in_idx, int(shape[1]), kernel)
