@@ -82,7 +82,11 @@ def iteration_table(run_dir: Path, device: torch.device, freeze: int) -> pd.Data
     overhead = pd.read_parquet(run_dir / "overhead.parquet").set_index("iteration")
     comm = pd.read_parquet(run_dir / "comm.parquet")
     inter = comm[(comm["level"] == "inter") & (comm["op"] == "allreduce")]
-    inter = inter.groupby("iteration").agg(inter_s=("seconds", "sum"), inter_bytes=("bytes", "sum"))
+    # pipelined buckets' AllReduces are in flight together: each call's seconds beyond the spans of the calls that
+    # started before it (`exclusive_s`, their union), not their sum, which counted a bucket's wait behind the
+    # previous one on the same stream again (review, 2026-11-28; the H200 logs of that day summed `seconds`)
+    span = "exclusive_s" if "exclusive_s" in inter.columns else "seconds"
+    inter = inter.groupby("iteration").agg(inter_s=(span, "sum"), inter_bytes=("bytes", "sum"))
     out = pd.DataFrame(
         {
             "local_ms": rounds["local_s"] * 1e3,

@@ -27,9 +27,9 @@ per synchronisation (a DDP step, an H-SADMM outer iteration; iterations 1.. afte
   first): the links are the cluster's tc-shaped veths. Bytes are node 0's kernel counters
   (``wire.parquet``: what its interface transmitted during the iteration, headers and the small
   control messages included); seconds are the wait-free inter-node time (`prunex.comm.waitfree`: per
-  collective call the last-arriving member's seconds, concurrent groups' slowest, summed over the
-  calls whose group crosses nodes; waiting for stragglers is left out). DDP's buckets cross the
-  same shaped link, so every row's seconds compare.
+  collective call the last-arriving member's seconds beyond the calls in flight before it (`exclusive_s`),
+  concurrent groups' slowest, summed over the calls whose group crosses nodes; waiting for stragglers is
+  left out). DDP's buckets cross the same shaped link, so every row's seconds compare.
 - ``--executor local``: nodes emulated on this machine, the alpha-beta link model at
   ``--inter-bw-gbit``; bytes are the ring model's estimate from ``comm.parquet``, not kernel
   counters. DDP's hook collectives are delayed by the alpha-beta model too (`Comm.record_future`,
@@ -57,6 +57,7 @@ from prunex.perfmodel.calibrate import load_cluster
 from prunex.perfmodel.formulas import time_of
 from prunex.perfmodel.workload import Options, Workload, ddp_workload, hsadmm_workload, kept_from_keep, model_spec
 from prunex.training.config import ADMMConfig, LinkConfig, RunConfig
+from prunex.training.log import hardware_name
 
 
 def inter_cost(work: Workload, nodes: int, procs: int, network: object) -> tuple[float, float]:
@@ -150,6 +151,11 @@ def measure(args: argparse.Namespace, results: str) -> list[tuple[str, float, fl
         else:
             n0 = crossing[crossing["node"] == 0]
             nbytes = float(n0.groupby("iteration")["inter_bytes"].sum().mean())
+        # pipelined buckets' calls are in flight together: each call's seconds beyond the spans of the calls that
+        # started before it (`exclusive_s`, their union), as `prunex.comm.waitfree.last_arriver_comm` reads them;
+        # the sum of their whole seconds counted a bucket's wait behind the previous one again (review, 2026-11-28)
+        if "exclusive_s" in crossing.columns:
+            crossing = crossing.assign(seconds=crossing["exclusive_s"])
         calls = per_call(crossing)
         per_iteration = (
             calls.groupby(["iteration", "level", "op", "k", "group"])["waitfree_s"]
@@ -184,15 +190,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.measure:
         with tempfile.TemporaryDirectory(prefix="prunex-exchange-", dir=args.workdir) as tmp:
             table = measure(args, tmp)
+        cpu = hardware_name("cpu")
         if args.executor == "slurm":
             how = (
-                f"measured on the mini Slurm cluster ({_link_rate()}), 2 x 2 processes bound to cores; bytes: node 0's "
-                "kernel counters; seconds: wait-free inter-node time"
+                f"measured on the mini Slurm cluster ({_link_rate()}) on {cpu}, 2 x 2 processes bound to cores; bytes: "
+                "node 0's kernel counters; seconds: wait-free inter-node time, calls in flight together counted once"
             )
         else:
             how = (
-                f"measured: 2 x 2 processes on one machine (emulated nodes), alpha-beta link {args.inter_bw_gbit:g} "
-                "Gbit/s; bytes: ring-model estimate; DDP's seconds are not link-delayed (docstring)"
+                f"measured on {cpu}: 2 x 2 processes on one machine (emulated nodes), alpha-beta link "
+                f"{args.inter_bw_gbit:g} Gbit/s; bytes: ring-model estimate; seconds: wait-free, calls in flight "
+                "together counted once"
             )
         print(f"# {how}; ResNet-20 digits, channel keep {args.channel_keep}, {args.bucket_mb:g} MB buckets; per sync")
     else:
