@@ -74,7 +74,8 @@ def test_theta_and_momentum_stay_on_the_frozen_mask(method_name: str, nodes: int
         assert r["off_mask"] == [0.0, 0.0, 0.0], "theta, its momentum or z carry weight off the frozen mask"
 
 
-def _restart(rank: int, tmp: str) -> dict:
+def _frozen_after_one_round(rank: int, tmp: str, admm: ADMMConfig):  # an H-SADMM method
+    """2 x 1 H-SADMM on TinyBN after its one dynamic round (T_freeze = 1), before the restart on the mask."""
     from prunex.comm import Comm
     from prunex.methods import method_class
     from prunex.methods.base import Context
@@ -86,12 +87,17 @@ def _restart(rank: int, tmp: str) -> dict:
     comm = Comm(topo, groups, torch.device("cpu"))
     g = torch.Generator().manual_seed(3 + rank)
     data = TensorDataset(torch.randn(2 * BATCH, 3, 8, 8, generator=g), torch.randint(0, 10, (2 * BATCH,)))
-    admm = ADMMConfig(iterations=2, local_epochs=1, channel_keep=0.5, freeze_iteration=1, rho_intra=0.01)
     cfg = RunConfig(method="hsadmm", nodes=2, batch_size=BATCH, admm=admm)
     torch.manual_seed(0)
     ctx = Context(cfg, topo, groups, comm, torch.device("cpu"), TinyBN(), data, RunLog(tmp, rank))
     method = method_class("hsadmm")(ctx)
     method.train_iteration(0)  # dynamic; the mask freezes at T_freeze = 1
+    return method
+
+
+def _restart(rank: int, tmp: str) -> dict:
+    admm = ADMMConfig(iterations=2, local_epochs=1, channel_keep=0.5, freeze_iteration=1, rho_intra=0.01)
+    method = _frozen_after_one_round(rank, tmp, admm)
     grown = dict(method.engine.rho_intra)
     method.start_on_mask(1)
     e = method.engine
@@ -196,23 +202,8 @@ def test_the_frozen_mask_on_the_buckets_is_the_per_layer_projection_bitwise() ->
 
 
 def _restart_with_shape(rank: int, tmp: str) -> dict:
-    from prunex.comm import Comm
-    from prunex.methods import method_class
-    from prunex.methods.base import Context
-    from prunex.training.log import RunLog
-    from prunex.training.topology import build_groups, discover
-
-    topo = discover(2, 1)
-    groups = build_groups(topo, 60)
-    comm = Comm(topo, groups, torch.device("cpu"))
-    g = torch.Generator().manual_seed(3 + rank)
-    data = TensorDataset(torch.randn(2 * BATCH, 3, 8, 8, generator=g), torch.randint(0, 10, (2 * BATCH,)))
     admm = ADMMConfig(iterations=2, local_epochs=1, channel_keep=0.5, shape_keep=0.5, freeze_iteration=1)
-    cfg = RunConfig(method="hsadmm", nodes=2, batch_size=BATCH, admm=admm)
-    torch.manual_seed(0)
-    ctx = Context(cfg, topo, groups, comm, torch.device("cpu"), TinyBN(), data, RunLog(tmp, rank))
-    method = method_class("hsadmm")(ctx)
-    method.train_iteration(0)  # dynamic; the mask freezes at T_freeze = 1
+    method = _frozen_after_one_round(rank, tmp, admm)
     e = method.engine
     off = {n: ~m.element_mask().expand(e.z[n].shape) for n, m in e.masks.items()}
     shaped = sum(
