@@ -36,7 +36,7 @@ per synchronisation (a DDP step, an H-SADMM outer iteration; iterations 1.. afte
   since e4a6f92; tables measured before say otherwise).
 
 A pipelined AllReduce's span runs from its launch to its completion (gloo's future; before 2026-11-28 to its
-wait, and so included the compress work it overlapped: the committed "pipelined buckets" row was measured so).
+wait, so it included the compress work it overlapped), and calls in flight together count once.
 ``--out FILE`` writes the table as csv (row, bytes, seconds, ratios to DDP's step and
 how they were measured), which the report reads when it lies under RESULTS/bench/.
 """

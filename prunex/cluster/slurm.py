@@ -133,14 +133,14 @@ def add_cluster_options(p: argparse.ArgumentParser) -> None:
 
 
 # sbatch options prunex sets itself (`executor_parameters`, submitit's script): through --sbatch they would override
-# what the dry run prints and how runs are grouped into arrays, so they are refused, naming the option to use
+# what the dry run prints and how runs are grouped into arrays, so they are refused, naming the option to use (the
+# upper-case short forms, -A, -N, -J, are no option name `_SBATCH_KEY` lets through)
 OWN_SBATCH = {
     "time": "--time-min",
     "t": "--time-min",
     "partition": "--partition",
     "p": "--partition",
     "account": "--account",
-    "A": "--account",
     "gres": "--gres",
     "gpus-per-node": "--gpus-per-node",
     "gpus_per_node": "--gpus-per-node",
@@ -149,14 +149,12 @@ OWN_SBATCH = {
     "c": "--cpus-per-task",
     "mem": "--mem",
     "nodes": "the run's --nodes",
-    "N": "the run's --nodes",
     "ntasks-per-node": "the run's --procs-per-node",
     "ntasks_per_node": "the run's --procs-per-node",
     "ntasks": "the run's --nodes x --procs-per-node",
     "n": "the run's --nodes x --procs-per-node",
     "array": "nothing: runs of one shape and time limit go out as one array",
     "job-name": "nothing: prunex names each job after its run",
-    "J": "nothing: prunex names each job after its run",
     "output": "nothing: submitit writes each task's log in the run's submitit/ folder",
     "o": "nothing: submitit writes each task's log in the run's submitit/ folder",
     "error": "nothing: submitit writes each task's log in the run's submitit/ folder",
