@@ -49,20 +49,20 @@ def test_exclusive_seconds_sum_to_the_union_of_overlapping_spans() -> None:
 
 
 def test_drained_calls_in_flight_together_add_up_to_their_union() -> None:
-    """Two asynchronous AllReduces between two real gloo processes over the alpha-beta link (0.2 s each), the
-    second launched before the first is waited: their spans overlap, their exclusive seconds add up to the union
-    of the two spans."""
+    """Two asynchronous AllReduces between two real gloo processes over the alpha-beta link (about 1 s each: its
+    two ring steps of 0.5 s), the second launched right after the first, before it is waited: their spans overlap
+    (however loaded the machine, unless the second launch takes a second), and their exclusive seconds add up to
+    the union of the two spans."""
     from distributed import run_distributed
 
     out = run_distributed(_two_in_flight, 2)[0]
     first, second = out["rows"]
-    assert out["overlap"] > 0.1  # the spans overlap
+    assert out["overlap"] > 0  # the spans overlap
     assert first["seconds"] + second["seconds"] > out["union"] + 0.5 * out["overlap"]
     assert abs(first["exclusive_s"] + second["exclusive_s"] - out["union"]) < 1e-9
 
 
 def _two_in_flight(rank: int) -> dict:
-    import time
 
     import torch
 
@@ -71,10 +71,9 @@ def _two_in_flight(rank: int) -> dict:
     from prunex.training.topology import build_groups, discover
 
     topo = discover(2, 1)
-    comm = Comm(topo, build_groups(topo, 60), torch.device("cpu"), LinkConfig(model="alpha-beta", alpha_s=0.1))
+    comm = Comm(topo, build_groups(topo, 60), torch.device("cpu"), LinkConfig(model="alpha-beta", alpha_s=0.5))
     a, b = torch.ones(8), torch.ones(8)
     wait_a = comm.all_reduce_start(a, "flat")
-    time.sleep(0.05)
     wait_b = comm.all_reduce_start(b, "flat")
     wait_a()
     wait_b()
@@ -93,7 +92,7 @@ def test_an_asynchronous_allreduce_ends_when_gloo_finishes_not_when_it_is_waited
     from distributed import run_distributed
 
     seconds, host = run_distributed(_host_work_before_wait, 1)[0]
-    assert host >= 0.3 and seconds < 0.1, (seconds, host)
+    assert host >= 1.0 and seconds < 0.5, (seconds, host)  # to its wait it would be over 1 s
 
 
 def _host_work_before_wait(rank: int) -> tuple[float, float]:
@@ -108,7 +107,7 @@ def _host_work_before_wait(rank: int) -> tuple[float, float]:
     comm = Comm(topo, build_groups(topo, 60), torch.device("cpu"))
     wait = comm.all_reduce_start(torch.ones(8), "flat")
     t = time.perf_counter()
-    time.sleep(0.3)  # the host's work between the launch and the wait
+    time.sleep(1.0)  # the host's work between the launch and the wait
     host = time.perf_counter() - t
     wait()
     return comm.drain()[0]["seconds"], host
