@@ -51,7 +51,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from prunex.comm.cost import crosses, ring_bytes
-from prunex.comm.waitfree import per_call
+from prunex.comm.waitfree import last_arriver_comm
 from prunex.minicluster.accounting import STATE_FILE
 from prunex.perfmodel.calibrate import load_cluster
 from prunex.perfmodel.formulas import time_of
@@ -151,20 +151,9 @@ def measure(args: argparse.Namespace, results: str) -> list[tuple[str, float, fl
         else:
             n0 = crossing[crossing["node"] == 0]
             nbytes = float(n0.groupby("iteration")["inter_bytes"].sum().mean())
-        # pipelined buckets' calls are in flight together: each call's seconds beyond the spans of the calls that
-        # started before it (`exclusive_s`, their union), as `prunex.comm.waitfree.last_arriver_comm` reads them;
-        # the sum of their whole seconds counted a bucket's wait behind the previous one again (review, 2026-11-28)
-        if "exclusive_s" in crossing.columns:
-            crossing = crossing.assign(seconds=crossing["exclusive_s"])
-        calls = per_call(crossing)
-        per_iteration = (
-            calls.groupby(["iteration", "level", "op", "k", "group"])["waitfree_s"]
-            .first()
-            .groupby(["iteration", "level", "op", "k"])
-            .max()
-            .groupby("iteration")
-            .sum()
-        )
+        # per call its last arriver's seconds beyond the calls in flight before it, concurrent groups' slowest,
+        # summed per iteration: the wait-free time every figure reads (`prunex.comm.waitfree`)
+        per_iteration = last_arriver_comm(crossing)
         out.append((name, nbytes, float(per_iteration.median())))
         print(f"[bench] {name}: {run_dir}", file=sys.stderr, flush=True)
     return out

@@ -633,16 +633,12 @@ def interrupted(entries: list[Submitted], pending: list[Submitted], detach: bool
             file=sys.stderr,
             flush=True,
         )
-        again = False
         try:
-            with deferred():  # every job gets its cancel (one scancel each), whatever Ctrl-C comes meanwhile
+            # every job gets its cancel (one scancel each): a Ctrl-C meanwhile is raised when they are all out, and
+            # stops the waiting as one during it does
+            with deferred():
                 for e in live:
                     jobs.cancel(e.record)
-        except KeyboardInterrupt:  # Ctrl-C again while cancelling: as while waiting, below
-            again = True
-        try:
-            if again:
-                raise KeyboardInterrupt
             for e in live:
                 if not jobs.wait_gone(e.record, CANCEL_WAIT_S[e.record.executor], job=e.job):
                     jobs.kill(e.record)

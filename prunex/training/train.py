@@ -389,14 +389,14 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device, faults:
             merge_parts(run_dir)
             write_marker(run_dir / TRAINED)
             shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
-        if config.export and not config.export_job:  # here, on this machine (else the launcher's one-task job)
-            faults.before_export()
-            export_and_bench(run_dir, device, config.bench_budget_s, config.bench_batch)
+            if not config.export_job:  # here, on this machine (else the launcher's one-task job)
+                faults.before_export()
+                export_and_bench(run_dir, device, config.bench_budget_s, config.bench_batch)
+                merge_parts(run_dir, done=True)
+                (run_dir / TRAINED).unlink(missing_ok=True)  # DONE says it all now, as after an export job
+        else:
             merge_parts(run_dir, done=True)
-            (run_dir / TRAINED).unlink(missing_ok=True)  # DONE says it all now, as after an export job
-        elif not config.export:
-            merge_parts(run_dir, done=True)
-        shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
+            shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
         summary = {"iterations": k + 1, "wall_s": wall, "final_test_acc": test_acc}
         state = "trained (its export follows as a job of its own)" if config.export_job else "done"
         print(f"[{config.name}] {state}: {json.dumps(summary)}", flush=True)
