@@ -81,6 +81,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from prunex.cluster import jobs
 from prunex.cluster.executor import make_executor
 from prunex.cluster.regime import usable_cores
 from prunex.cluster.slurm import SlurmOptions
@@ -429,7 +430,11 @@ def run(
             flush=True,
         )
     try:
+        if executor == "slurm" and not jobs.await_end(job, nodes * procs_per_node):  # not for ever (jobs.GONE_GRACE_S)
+            raise BenchError(f"benchmark job {job.job_id} left the queue without results (logs in {folder})")
         results = job.results()
+    except BenchError:
+        raise
     except Exception as e:
         raise BenchError(
             f"benchmark job {job.job_id} failed (logs in {folder}): "

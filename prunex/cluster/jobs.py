@@ -338,6 +338,40 @@ def wait_gone(record: JobRecord, timeout_s: float, poll_s: float = 0.25, job: su
     return False
 
 
+# How long a Slurm job that squeue no longer lists may take to show how it ended: every task's result file
+# (a shared file system's attribute cache can hide a new file for a while) or sacct's final state (slurmdbd
+# records a job shortly after slurmctld lets it go). Past it the job is over with neither. On a cluster
+# without job accounting, sacct never knows a job, and submitit's `Job.wait`, which waits while sacct's
+# state is UNKNOWN, would wait for ever for a job that died without writing results (a rank SIGKILLed by
+# the out-of-memory killer, a node lost).
+GONE_GRACE_S = 120.0
+
+
+def await_end(job: submitit.Job, tasks: int, grace_s: float = GONE_GRACE_S, poll_s: float = 5.0) -> bool:
+    """Wait until submitit can tell how the Slurm job `job` of `tasks` tasks ended: every task's result file
+    exists, or sacct gives a final state. True then; False once squeue has not listed the job in a live
+    state for `grace_s` and neither is there (`job.results()` would then wait for ever). While squeue lists it,
+    or cannot answer, this waits: the job's own time limit bounds that."""
+    gone_since = None
+    while True:
+        if all(job.task(t).paths.result_pickle.exists() for t in range(tasks)):
+            return True
+        if job.watcher.is_done(job.job_id, mode="standard"):  # sacct, at submitit's own polling rate
+            return True
+        try:
+            listed = slurm_states([job.job_id]).get(job.job_id) in SLURM_LIVE_STATES
+        except SlurmUnavailable:
+            listed = True  # cannot tell: the job may still run
+        now = time.monotonic()
+        if listed:
+            gone_since = None
+        elif gone_since is None:
+            gone_since = now
+        elif now - gone_since >= grace_s:
+            return False
+        time.sleep(poll_s)
+
+
 def rebuild(record: JobRecord) -> submitit.Job:
     """submitit's handle on a recorded Slurm job (another launcher submitted it)."""
     if record.executor != "slurm":

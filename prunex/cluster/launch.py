@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import submitit
+from submitit.core.utils import UncompletedJobError
 
 from prunex.cluster import jobs
 from prunex.cluster.executor import make_executor, submitit_parameters
@@ -294,6 +295,7 @@ def wait(
     run_dir: Path,
     stopped_after: list[int] | None = None,
     tasks: int | None = None,
+    grace_s: float = jobs.GONE_GRACE_S,
 ) -> None:
     """Wait for a job; a failed task is a RuntimeError naming the run, the job and its logs.
 
@@ -302,12 +304,19 @@ def wait(
     the ranks whose failure made the launcher stop the others (`wait_all`), named instead, unless all they
     raised was the loss of a peer (`PEER_LOSS`): then a rank without a result is still the cause (a rank
     SIGKILLed mid-run, whose peer's gloo error was written while that peer was slow to exit). `tasks`: the job's
-    (default the run's world size; its export job has one).
+    (default the run's world size; its export job has one). A Slurm job that squeue no longer lists, with a task
+    that wrote no result and no final state in sacct after `grace_s` (a cluster without job accounting), has
+    failed: submitit alone would wait for it for ever (`jobs.await_end`).
     """
+    tasks = config.world_size if tasks is None else tasks  # an export job has one (RunConfig.export_job)
     try:
+        if isinstance(job, submitit.SlurmJob) and not jobs.await_end(job, tasks, grace_s):
+            raise UncompletedJobError(
+                f"job {job.job_id} left the queue without a result from every task, and sacct does not know how it "
+                f"ended after {grace_s:g} s (no job accounting on this cluster?)"
+            )
         job.results()
     except Exception as e:  # submitit re-raises the task's exception with its traceback text
-        tasks = config.world_size if tasks is None else tasks  # an export job has one (RunConfig.export_job)
         dead = _ranks_without_result(job, tasks)
         source = source_error(job, tasks)
         lost_a_peer = source is not None and _is_peer_loss(source[1])  # no rank raised an error of its own

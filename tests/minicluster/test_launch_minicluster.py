@@ -333,3 +333,39 @@ def test_scancel_keeps_finished_iterations_readable(interrupted):
     assert steps["epoch"].max() >= 1.0 and steps["iteration"].tolist() == list(range(len(steps)))
     assert set(tables["comm"]["rank"]) == {0, 1}
     assert (run_dir / "steps.parquet").exists() and (run_dir / "comm.parquet").exists()
+
+
+def test_a_job_dead_without_results_fails_in_bounded_time_without_job_accounting(minicluster, tmp_path, monkeypatch):
+    """A task that dies without writing its result (here `os._exit`, as the out-of-memory killer's SIGKILL does) on a
+    cluster without job accounting: sacct never gives the job a final state, and submitit's `results()` alone waits
+    for ever. `wait` gives the job `grace_s` after it left the queue, then fails it, naming the rank."""
+    import submitit
+
+    from prunex.cluster.launch import wait
+
+    # the real sacct (no slurmdbd: "accounting storage is disabled") instead of the mini cluster's stand-in
+    shim = str(minicluster.dir / "bin")
+    monkeypatch.setenv("PATH", os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p != shim))
+    ex = submitit.AutoExecutor(folder=tmp_path / "submitit", cluster="slurm")
+    ex.update_parameters(nodes=1, tasks_per_node=2, cpus_per_task=1, timeout_min=2)
+    job = ex.submit(os._exit, 9)
+    config = RunConfig(method="ddp", name="dead-without-results", nodes=1, procs_per_node=2)
+    out: dict = {}
+
+    def waiter() -> None:
+        try:
+            wait(job, config, tmp_path, grace_s=3.0)
+        except Exception as e:  # what the launcher reports
+            out["error"] = e
+
+    t0 = time.monotonic()
+    thread = threading.Thread(target=waiter, daemon=True)
+    thread.start()
+    thread.join(timeout=120)
+    assert not thread.is_alive(), "wait() still waiting 120 s after submitting a job that died without results"
+    print(f"\njob {job.job_id} died without results: wait() raised after {time.monotonic() - t0:.1f}s")
+    error = out.get("error")
+    assert isinstance(error, RuntimeError), repr(error)
+    message = str(error)
+    assert "dead-without-results" in message and "ranks 0, 1 ended without a result" in message, message
+    assert "no job accounting" in message, message
