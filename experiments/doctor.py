@@ -10,6 +10,7 @@ this command hands them over (`prunex.cluster.doctor.Profiles`).
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import importlib
 import sys
 
@@ -21,9 +22,12 @@ from prunex.training.config import RunConfig
 
 
 def profile_runs(ctx: doctor.Context) -> list[RunConfig]:
-    """Every run of the profile (the experiments' own `runs`), with the doctor's device and data root."""
+    """Every run of the profile (the experiments' own `runs`), with the doctor's device and data root; with `--only`,
+    those of the experiments it selects (a glob, as `experiments.all` reads it)."""
     out: list[RunConfig] = []
     for name in all_experiments.EXPERIMENTS:
+        if ctx.only and not fnmatch.fnmatch(name, ctx.only):
+            continue
         module = importlib.import_module(f"experiments.{name}")
         out += cli.resolve(name, module.runs, ctx.profile, ctx.executor, "results", device=ctx.device)
     if ctx.data_root:

@@ -302,7 +302,8 @@ def submit_driver(
         return 2
     if not kids.env.get("PRUNEX_MINICLUSTER_DIR"):  # what the driver would check first, checked before it is queued
         say("preflight check before submitting the driver (python -m experiments.doctor)")
-        if kids.step(py("experiments.doctor", "--profile", profile, "--executor", "slurm", *cluster_args)) != 0:
+        doctor = ["--profile", profile, "--executor", "slurm", *cluster_args] + (["--only", only] if only else [])
+        if kids.step(py("experiments.doctor", *doctor)) != 0:
             say("the preflight check failed (see 'first to fix' above); nothing was submitted")
             return 1
     os.makedirs(results, exist_ok=True)
@@ -458,7 +459,8 @@ def main_job(argv: list[str], kids: Children) -> int:
         args += ["--executor", executor]
     if executor == "slurm" and not kids.env.get("PRUNEX_MINICLUSTER_DIR"):
         say("preflight check before submitting to Slurm (python -m experiments.doctor)")
-        if kids.step(py("experiments.doctor", "--profile", profile, "--executor", "slurm", *cluster_args)) != 0:
+        doctor = ["--profile", profile, "--executor", "slurm", *cluster_args] + (["--only", only] if only else [])
+        if kids.step(py("experiments.doctor", *doctor)) != 0:
             say("the preflight check failed (see 'first to fix' above); nothing was submitted")
             return 1
     if detach:

@@ -76,6 +76,26 @@ def test_a_clean_bill_of_health_exits_0(fake_slurm, data_root, capsys) -> None:
     assert compress.split()[0] == ("ok" if native.available() else "--"), compress
 
 
+def test_only_checks_and_estimates_the_selected_experiments(fake_slurm, data_root, capsys) -> None:
+    """Review (2026-11-28): `./run_all.sh --only X` ran the doctor over the whole profile, so the GPU-hours it printed
+    before submitting were those of every experiment, not of the runs the dry run then listed."""
+    argv = ("--profile", "local", "--account", "project_2001234", "--data-root", str(data_root))
+    cluster = ROOT / "saved-logs/local/perfmodel/minicluster-2node-1gbit.json"
+    _, lines = _doctor(capsys, *argv, "--cluster", str(cluster))
+    every = _row(lines, "runs")
+    rc, lines = _doctor(capsys, *argv, "--cluster", str(cluster), "--only", "pareto")
+    runs = _row(lines, "runs")
+    asked = len(importlib.import_module("experiments.pareto").runs(profile("local", "slurm")))
+    assert rc == 0 and f"{asked} runs (" in runs and "profile local (--only pareto)" in runs, runs
+
+    def hours(row: str) -> float:
+        return float(row.split("; ")[1].split()[0])
+
+    assert 0 < hours(runs) < hours(every), (runs, every)
+    rc, lines = _doctor(capsys, *argv, "--only", "no-such-experiment")
+    assert rc == 1 and "has no runs matching --only no-such-experiment" in _row(lines, "runs"), lines
+
+
 def test_a_given_time_limit_stands_where_the_cluster_file_cannot_estimate(
     fake_slurm, data_root, tmp_path, capsys
 ) -> None:
@@ -184,10 +204,11 @@ def test_submit_driver_runs_the_preflight_check_before_queueing_the_driver(fake_
     no account) showed only in the driver's log once it ran. The check now runs first and nothing is submitted."""
     _script(fake_slurm, "sbatch", f'echo "$@" >> {tmp_path / "sbatch.calls"}\necho 77\n')
     env = {**os.environ, "PRUNEX_DATA": str(data_root)}
-    argv = ["--profile", "local", "--submit-driver", "--results", str(tmp_path / "r")]
+    argv = ["--profile", "local", "--submit-driver", "--results", str(tmp_path / "r"), "--only", "pareto"]
     p = subprocess.run(
         [sys.executable, "-m", "experiments.run_all", *argv], cwd=ROOT, env=env, capture_output=True, text=True
     )
     assert p.returncode == 1, p.stdout + p.stderr
     assert "the preflight check failed" in p.stdout + p.stderr and "account" in p.stdout + p.stderr
+    assert "of profile local (--only pareto)" in p.stdout, p.stdout  # the check is of the runs that would go out
     assert not (tmp_path / "sbatch.calls").exists()

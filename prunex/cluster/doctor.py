@@ -67,6 +67,7 @@ class Context:
     data_root: str
     cluster: str | None
     slurm_answers: bool | None = None
+    only: str = ""  # a glob of experiment names (`./run_all.sh --only`): their runs alone are checked and estimated
 
 
 def _run(cmd: list[str]) -> tuple[int, str]:
@@ -253,14 +254,16 @@ def check_dataset(ctx: Context, configs: list[RunConfig]) -> Check:
 
 def check_runs(ctx: Context, configs: list[RunConfig]) -> Check:
     if not configs:
-        return Check("runs", FAIL, f"profile {ctx.profile} has no runs")
+        only = f" matching --only {ctx.only}" if ctx.only else ""
+        return Check("runs", FAIL, f"profile {ctx.profile} has no runs{only}")
     site = ctx.slurm.site
     cluster = ctx.cluster or (site.cluster if site else None)
     # experiments asking for the same training share one run (RESULTS/runs): estimate each once, as the
     # dry run of experiments.all totals them
     distinct = list({c.shared_id: c for c in configs}.values())
     head = (
-        f"{len(configs)} runs ({len(distinct)} distinct trainings) of profile {ctx.profile} on {ctx.executor}, "
+        f"{len(configs)} runs ({len(distinct)} distinct trainings) of profile {ctx.profile}"
+        f"{f' (--only {ctx.only})' if ctx.only else ''} on {ctx.executor}, "
         f"device {ctx.device}"
     )
     if not cluster:
@@ -332,6 +335,7 @@ def build_parser(profiles: tuple[str, ...]) -> argparse.ArgumentParser:
     p.add_argument("--executor", choices=EXECUTOR_NAMES, help="default: slurm where Slurm answers")
     p.add_argument("--data-root", default="", help="default: $PRUNEX_DATA, else ./data")
     p.add_argument("--cluster", help="perf-model cluster file for the estimate (default: the site's)")
+    p.add_argument("--only", default="", help="the experiments (a glob of names) whose runs are checked and estimated")
     add_cluster_options(p)
     return p
 
@@ -350,7 +354,7 @@ def main(argv: list[str] | None, profiles: Profiles) -> int:
         "slurm" if answers else {"paper": "slurm", "local": "local", "regime": "local", "smoke": "debug"}[profile]
     )
     device = args.device or profiles.device(profile, executor)
-    ctx = Context(profile, executor, device, slurm, args.data_root, args.cluster)
+    ctx = Context(profile, executor, device, slurm, args.data_root, args.cluster, only=args.only)
     checks = run_checks(ctx, profiles)
     site = slurm.site.name if slurm.site else "none"
     header = f"prunex doctor: profile {profile}, executor {executor}, device {device}, site {site}"
