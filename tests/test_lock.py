@@ -123,3 +123,34 @@ def test_process_group_members_skip_zombies(group: subprocess.Popen) -> None:
 def test_this_process_may_take_over_its_own_ended_foreground_run(tmp_path: Path) -> None:
     record_job(tmp_path, _record("debug", str(os.getpid()), os.getpid()))  # a debug run of this process, ended
     assert claim_run(tmp_path, "r").previous.job_id == str(os.getpid())
+
+
+def test_two_launchers_taking_over_the_same_gone_owner_do_not_both_hold_the_results_lock(
+    tmp_path: Path, group: subprocess.Popen, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review (2026-11-28): two launchers that both found the results lock of a gone owner each removed "the" lock
+    and created their own, so the second removed the lock the first had just taken and both went on, submitting the
+    same runs. Here the other launcher's whole takeover happens between this one's reading of the gone owner and its
+    removal of the lock (the live `group` process is that launcher): this one must then find it and stop."""
+    from prunex.cluster import lock
+
+    path = tmp_path / lock.LOCK_NAME
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    path.write_text(json.dumps({"pid": dead.pid, "host": socket.gethostname(), "started": jobs.now()}))
+    other = {"pid": group.pid, "host": socket.gethostname(), "started": jobs.now()}
+    judge = lock._owner_alive
+
+    def the_other_launcher_takes_over_meanwhile(owner: dict, me: dict) -> bool | None:
+        alive = judge(owner, me)
+        if owner.get("pid") == dead.pid:  # found gone; before this launcher acts on it, the other one has
+            path.unlink()
+            path.write_text(json.dumps(other))
+        return alive
+
+    monkeypatch.setattr(lock, "_owner_alive", the_other_launcher_takes_over_meanwhile)
+    with pytest.raises(LockHeld, match=f"in use by pid {group.pid}"):
+        with lock.results_lock(tmp_path):
+            pytest.fail("took the results lock that another live launcher holds")
+    assert json.loads(path.read_text()) == other  # its lock is left as it was
+    assert not list(tmp_path.glob("*.tmp"))

@@ -4,8 +4,10 @@
 pointed at the same results directory would submit the same runs twice; the second finds
 `<results>/.prunex.lock`, says who holds it, and exits. The owner is the driver's process, or,
 when the driver runs as a Slurm job (`./run_all.sh --submit-driver`), that job. An owner that is
-gone (a dead process on this host, a Slurm job squeue no longer lists) is taken over with a note;
-the lock is re-entrant for its own process.
+gone (a dead process on this host, a Slurm job squeue no longer lists) is taken over with a note
+(takeovers one at a time, flock on `<results>/.prunex.lock.takeover`, so two launchers that find the same gone
+owner do not both end up holding the lock); the lock file appears with its owner already in it; the lock is
+re-entrant for its own process.
 
 **Run** (`claim_run`, `record_job`, `job_owns_run`): a run directory is written by one job, the job
 that trains it, not by whoever launched it. `<run>/job.json` names that job (executor, job id,
@@ -46,6 +48,7 @@ LOCK_NAME = ".prunex.lock"
 JOB_FILE = "job.json"
 JOB_HISTORY = "jobs.jsonl"
 CLAIM_MUTEX = ".job.lock"
+TAKEOVER_MUTEX = ".prunex.lock.takeover"  # in the results directory: one takeover of a gone owner's lock at a time
 SUBMITTING = "submitting"
 SUBMITTING_STALE_S = 600.0  # a claim from another host older than this is a launcher that died
 DEAD_LAUNCHER_WAIT_S = 30.0  # a local job of a dead launcher is gone within moments; wait this long
@@ -77,6 +80,39 @@ def _owner_alive(owner: dict, me: dict) -> bool | None:
     return None
 
 
+def _read_owner(path: Path) -> dict:
+    try:
+        owner = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return owner if isinstance(owner, dict) else {}
+
+
+def _create_with(path: Path, content: dict) -> bool:
+    """Create `path` holding `content` as JSON, in one step: a reader never finds it empty or half written (the
+    file is written aside, then hard-linked into place, which fails if `path` exists). False if it exists. On a
+    file system without hard links: an exclusive create, then the write."""
+    tmp = path.with_name(f"{path.name}.{socket.gethostname()}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(content))
+    try:
+        os.link(tmp, path)
+        return True
+    except FileExistsError:
+        return False
+    except OSError as e:
+        if e.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS, errno.EXDEV, errno.EMLINK):
+            raise
+    finally:
+        tmp.unlink(missing_ok=True)
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w") as f:
+        json.dump(content, f)
+    return True
+
+
 @contextlib.contextmanager
 def results_lock(results: str | Path) -> Iterator[None]:
     """Hold the results directory's lock for the duration of the block."""
@@ -92,20 +128,24 @@ def results_lock(results: str | Path) -> Iterator[None]:
         me["slurm_job_id"] = os.environ["SLURM_JOB_ID"]
     for _ in range(2):
         try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            try:
-                owner = json.loads(path.read_text())
-            except (OSError, ValueError):
-                owner = {}
+            created = _create_with(path, me)
+        except OSError as e:
+            raise _unwritable(results, e) from None
+        if not created:
+            owner = _read_owner(path)
             if owner.get("pid") == me["pid"] and owner.get("host") == me["host"]:
                 yield  # re-entrant: this process already holds it
                 return
             alive = _owner_alive(owner, me)
             if alive is False:
                 who = f"Slurm job {owner['slurm_job_id']}" if owner.get("slurm_job_id") else f"process {owner['pid']}"
-                print(f"note: taking over the lock of {who}, which is gone, in {results}", file=sys.stderr)
-                path.unlink(missing_ok=True)
+                # Two launchers may find the same gone owner: the takeovers are serialised, and each removes the
+                # lock only if it still names that owner. Else the second would remove the lock the first had just
+                # taken and both would hold it.
+                with _mutex(results, name=TAKEOVER_MUTEX):
+                    if _read_owner(path) == owner:
+                        print(f"note: taking over the lock of {who}, which is gone, in {results}", file=sys.stderr)
+                        path.unlink(missing_ok=True)
                 continue
             who = f"pid {owner.get('pid')} on {owner.get('host')}"
             if owner.get("slurm_job_id"):
@@ -115,10 +155,6 @@ def results_lock(results: str | Path) -> Iterator[None]:
                 f"results directory {results} is in use by {who} since {owner.get('started')}; "
                 f"wait for it to finish or use another --results{hint}"
             ) from None
-        except OSError as e:
-            raise _unwritable(results, e) from None
-        with os.fdopen(fd, "w") as f:
-            json.dump(me, f)
         try:
             yield
         finally:
@@ -139,9 +175,9 @@ class RunClaim:
 
 
 @contextlib.contextmanager
-def _mutex(run_dir: Path, timeout_s: float = 60.0) -> Iterator[None]:
+def _mutex(run_dir: Path, timeout_s: float = 60.0, name: str = CLAIM_MUTEX) -> Iterator[None]:
     try:
-        fd = os.open(run_dir / CLAIM_MUTEX, os.O_CREAT | os.O_RDWR, 0o644)
+        fd = os.open(run_dir / name, os.O_CREAT | os.O_RDWR, 0o644)
     except OSError as e:
         raise _unwritable(run_dir, e) from None
     try:
@@ -152,7 +188,7 @@ def _mutex(run_dir: Path, timeout_s: float = 60.0) -> Iterator[None]:
                 break
             except BlockingIOError:
                 if time.monotonic() > deadline:
-                    raise LockHeld(f"another launcher keeps {run_dir / CLAIM_MUTEX} locked") from None
+                    raise LockHeld(f"another launcher keeps {run_dir / name} locked") from None
                 time.sleep(0.1)
             except OSError as e:
                 if e.errno in (errno.ENOLCK, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
