@@ -72,3 +72,16 @@ def test_volume_is_consistent(ddp_run: Path) -> None:
     np.testing.assert_allclose(steps.set_index("iteration")["inter_bytes"], from_comm)
     np.testing.assert_allclose(steps["inter_bytes"].iloc[1:], 3 * grad_bytes)
     assert (steps["comm_s"] > 0).all() and (steps["compute_s"] >= 0).all()
+
+
+def test_iteration_0s_comm_seconds_leave_out_the_construction_broadcast(ddp_run: Path) -> None:
+    """Review (2026-11-28): DDP's constructor broadcast, logged as iteration 0's (its bytes belong to the run), was
+    also summed into iteration 0's comm_s although it ran before that iteration's clock started, so iteration 0's
+    comm_s held time its iter_s did not, and its compute_s lost it."""
+    comm = pd.read_parquet(ddp_run / "comm.parquet")
+    ranks = pd.concat(pd.read_parquet(p) for p in sorted((ddp_run / "parts").glob("rank_steps.rank*.parquet")))
+    first = comm[comm["iteration"] == 0]
+    assert sorted(first.loc[first["op"] == "broadcast", "rank"]) == [0, 1, 2, 3]  # still logged, with its bytes
+    in_iteration = first[first["op"] != "broadcast"].groupby("rank")["exclusive_s"].sum()
+    logged = ranks[ranks["iteration"] == 0].set_index("rank")["comm_s"]
+    np.testing.assert_allclose(logged.sort_index(), in_iteration.sort_index(), rtol=1e-9)

@@ -7,7 +7,8 @@ gradient AllReduce is observed through a DDP communication hook that wraps the d
 
 Choices: `broadcast_buffers=False`, so that every byte DDP sends goes through the hook
 (BatchNorm running statistics stay per rank; rank 0's are the ones evaluated). The one-off
-parameter broadcast in DDP's constructor is recorded as a flat broadcast of iteration 0.
+parameter broadcast in DDP's constructor is recorded as a flat broadcast of iteration 0 (its bytes count
+there; its seconds are not in iteration 0's comm_s, since it ran before that iteration's clock started).
 Recorded seconds run from a bucket's launch to its completion and overlap the backward pass; on a
 GPU they are CUDA events read after the step (`prunex.comm.Comm.record_future`), because NCCL
 completes the hook's future when the collective is enqueued, not when it has run.

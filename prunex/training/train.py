@@ -233,6 +233,10 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device, faults:
             f"run {config.name} has nothing to train: {len(train_set)} training images over {topo.world_size} ranks"
         )
     wall, start = 0.0, 0
+    # The method's construction-time collectives (DDP's parameter broadcast) are logged with iteration 0's
+    # communication, as its bytes, but they ran before iteration 0's clock started: not in its comm_s, which would
+    # otherwise exceed what the iteration's own span holds and take the difference from its compute_s.
+    setup_records = comm.drain()
     resumed = checkpoint.load(run_dir, topo, config, device)
     if resumed is not None:  # a requeued job: go on from the last checkpoint
         method.load_state_dict(resumed["method"])
@@ -242,7 +246,7 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device, faults:
         # building the method ran its construction-time collectives again (DDP's parameter broadcast); the first
         # attempt logged them as iteration 0's, so this attempt's are dropped, from the comm rows (steps.parquet's
         # bytes come from them) and from the node's wire counters alike
-        comm.drain()
+        setup_records = []
         if wire_last is not None:
             wire_last = read_counters()
         if topo.rank == 0:
@@ -281,6 +285,7 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device, faults:
         wall += iter_s
         # the union of the iteration's collective spans: calls in flight together count once
         comm_s = sum(r["exclusive_s"] for r in records if r["iteration"] == k)
+        records, setup_records = setup_records + records, []
         last = k + 1 == total or method.finished
         test_acc, reason = float("nan"), None
         if result.evaluate:
