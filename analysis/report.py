@@ -28,7 +28,8 @@ Every tolerance is given with its reason (`tolerance_reason`, `analysis.claims`)
 Regime: a section (and `OUT/regime.csv`) sets DDP's measured communication share of an iteration
 (wait-free communication per step over the iteration time) beside the target of a regime-matched
 profile's `regime.json` (the paper's share, sec. 5.3.2), `within` or `outside` +-25%; without
-regime.json it says the profile is not regime-matched and shows the measured share anyway.
+regime.json it says the profile is not regime-matched and shows the measured share anyway. DDP runs
+that gave no share (no comm table) are named as left out.
 
 Model projections: when `RESULTS/perfmodel/projection_*.csv` tables (`python -m prunex.perfmodel
 project`) cover the paper's 8 -> 64 GPU series, REPORT.md gets a separate section (and
@@ -222,6 +223,8 @@ def regime_section(logs: Logs, out: Path) -> list[str]:
         f"iteration time, medians over steps >= 1, from {where}); with the waits inside collectives counted as "
         f"communication (steps.parquet comm_s, mean over ranks) it would be {_pct(r['share_with_wait'])}."
     )
+    if r["left_out"]:  # DDP runs that gave no share: the share rests on fewer runs than the experiments hold
+        measured += f" Left out: {_cell(r['left_out'])}."
     lines = ["", "## Regime", ""]
     if not r["regime_matched"]:
         return lines + [

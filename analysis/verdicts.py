@@ -21,7 +21,8 @@ per claim, no spread; the median is our choice of the value to show, not part of
 `regime_table` is the regime check (`regime.csv`, REPORT.md's "Regime" section): the share of DDP's
 iteration spent communicating (wait-free, `analysis.claims.latency.ddp_shares`) against the target
 of a regime-matched profile's `regime.json`, `within` or `outside` +-25% (relative), or not decidable
-when DDP runs (repeats) fall on both sides.
+when DDP runs (repeats) fall on both sides; `measured_on` names the DDP runs it rests on, `left_out` those
+of the experiments looked at that gave no share, and why.
 """
 
 from __future__ import annotations
@@ -347,6 +348,7 @@ REGIME_COLUMNS = [
     "repeats",
     "share_with_wait",
     "measured_on",
+    "left_out",
     "tolerance",
     "tolerance_reason",
     "verdict",
@@ -384,8 +386,9 @@ def regime_table(logs: Logs) -> pd.DataFrame:
     runs = [r for name in EXPERIMENTS for r in logs.exp(name).runs]
     regime = read_regime(logs.results, runs) or {}
     probe = regime.get("probe") if isinstance(regime.get("probe"), dict) else {}
-    shares = ddp_shares(logs)
-    values = [s.share for s in shares if s.share == s.share]
+    left_out: list[str] = []
+    shares = ddp_shares(logs, left_out)
+    values = [s.share for s in shares]  # finite: ddp_shares leaves a run without a share out, in left_out
     target = _float(regime, "target_share")
     row: dict[str, object] = {
         "regime_matched": bool(regime),
@@ -406,6 +409,7 @@ def regime_table(logs: Logs) -> pd.DataFrame:
         "repeats": len(values),
         "share_with_wait": statistics.median([s.share_with_wait for s in shares]) if shares else math.nan,
         "measured_on": " ".join(f"{s.experiment}/{s.run.run_id}" for s in shares),
+        "left_out": "; ".join(left_out),
         "tolerance": f"+-{100 * REGIME_TOLERANCE:g}%",
         "tolerance_reason": REGIME_TOLERANCE_REASON,
         "verdict": regime_verdict(target, values),

@@ -697,3 +697,36 @@ def test_first_to_the_target_is_decided_only_where_the_evaluations_bracket_the_c
     assert verdict([(0.5, 60.0), (1.0, 65.0)], [(0.8, 65.0), (0.98, 72.0)]) == report.NOT_REPRODUCED
     # its run ended before DDP's crossing could have begun: it might still have been first
     assert verdict([(0.3, 60.0), (0.5, 65.0)], [(0.8, 65.0), (0.98, 72.0)]) == report.NOT_DECIDABLE
+
+
+def test_the_regime_share_names_the_ddp_runs_it_leaves_out(tmp_path: Path) -> None:
+    from analysis.measurements import Logs
+    from analysis.verdicts import regime_table
+
+    for name in ("ddp-a", "ddp-b", "ddp-c"):
+        write_run(tmp_path, "latency", "ddp", iterations=4, name=name)
+    (tmp_path / "latency" / "ddp-b" / "comm.parquet").unlink()  # no wait-free time: no share
+    write_run(tmp_path, "time_to_accuracy", "ddp", iterations=4, name="ddp-t")
+    row = regime_table(Logs(tmp_path)).iloc[0]
+    assert row["measured_on"] == "latency/ddp-a latency/ddp-c" and row["repeats"] == 2
+    assert row["left_out"] == "latency/ddp-b has no comm table: its share is unknown, left out"
+    report.write_report(tmp_path, tmp_path / "out")
+    text = (tmp_path / "out" / "REPORT.md").read_text()
+    assert "from latency/ddp-a latency/ddp-c)" in text
+    assert "Left out: latency/ddp-b has no comm table: its share is unknown, left out." in text
+    assert pd.read_csv(tmp_path / "out" / "regime.csv")["left_out"].tolist() == [row["left_out"]]
+
+    # latency's DDP runs all without a share: time_to_accuracy's is measured, and latency's are named
+    for name in ("ddp-a", "ddp-c"):
+        (tmp_path / "latency" / name / "comm.parquet").unlink()
+    row = regime_table(Logs(tmp_path)).iloc[0]
+    assert row["measured_on"] == "time_to_accuracy/ddp-t" and row["repeats"] == 1
+    assert [n.split(" ")[0] for n in row["left_out"].split("; ")] == ["latency/ddp-a", "latency/ddp-b", "latency/ddp-c"]
+
+    # a run without an iteration time has no share: left out by name, and the runs counted are those shown
+    shutil.rmtree(tmp_path / "latency")
+    write_run(tmp_path, "latency", "ddp", iterations=4, name="ddp-z", iter_s=0.0)
+    write_run(tmp_path, "latency", "ddp", iterations=4, name="ddp-y")
+    row = regime_table(Logs(tmp_path)).iloc[0]
+    assert row["measured_on"] == "latency/ddp-y" and row["repeats"] == 1
+    assert row["left_out"].startswith("latency/ddp-z has no iteration time (median iter_s 0)")

@@ -11,8 +11,9 @@ The regime check (`ddp_shares`, not a claim: `analysis.verdicts.regime_table`): 
 communication share of an iteration, median over steps >= 1 of the wait-free communication per step
 (`prunex.comm.waitfree.last_arriver_comm`) over the median of steps.parquet's iter_s, from the latency DDP
 run(s) (the job `prunex.cluster.regime` probed), else time_to_accuracy's; one value per DDP run there
-(several when the experiment holds repeats). It says whether the latency claims' regime (communication
-dominating an iteration) is the one measured.
+(several when the experiment holds repeats). A DDP run that gives no share (no comm table) is named as left
+out (regime.csv's `left_out`, REPORT.md), never dropped silently. It says whether the latency claims' regime
+(communication dominating an iteration) is the one measured.
 """
 
 from __future__ import annotations
@@ -119,20 +120,35 @@ class Share:
         return self.comm_s / self.iter_s if self.iter_s > 0 else math.nan
 
 
-def ddp_shares(logs: Logs) -> list[Share]:
-    """One `Share` per DDP run of the first of `SHARE_EXPERIMENTS` that has one with both tables."""
+def ddp_shares(logs: Logs, notes: list[str] | None = None) -> list[Share]:
+    """One `Share` per DDP run of the first of `SHARE_EXPERIMENTS` that has one with both tables.
+
+    A DDP run of an experiment looked at that gives no share (no steps or comm table, or no iteration time to
+    divide by) is left out with a note in `notes`, "<experiment>/<run> ...: left out", as the figures' notes
+    (`analysis.common.runs_with`): the regime check then says on how many runs it rests and which it could not
+    use, also when latency's DDP runs all gave none and time_to_accuracy's were measured instead."""
+    notes = [] if notes is None else notes
     for name in SHARE_EXPERIMENTS:
         shares = []
         for run in logs.exp(name).by_method("ddp"):
             steps, comm = run.table("steps"), run.table("comm")
-            if steps is None or steps.empty or comm is None or comm.empty:
+            missing = [t for t, df in (("steps", steps), ("comm", comm)) if df is None or df.empty]
+            if missing or steps is None or comm is None:
+                notes.append(f"{name}/{run.run_id} has no {' or '.join(missing)} table: its share is unknown, left out")
                 continue
             steps = steps.sort_values("iteration", ignore_index=True)
             steps["waitfree_s"] = waitfree_per_iteration(comm, steps["iteration"]).to_numpy()
             if steps["iteration"].nunique() > 1:
                 steps = steps[steps["iteration"] >= 1]
             med = steps[["waitfree_s", "comm_s", "iter_s"]].median()
-            shares.append(Share(name, run, float(med["waitfree_s"]), float(med["comm_s"]), float(med["iter_s"])))
+            share = Share(name, run, float(med["waitfree_s"]), float(med["comm_s"]), float(med["iter_s"]))
+            if not math.isfinite(share.share):
+                notes.append(
+                    f"{name}/{run.run_id} has no iteration time (median iter_s {share.iter_s:g}): "
+                    "its share is unknown, left out"
+                )
+                continue
+            shares.append(share)
         if shares:
             return shares
     return []
