@@ -224,6 +224,14 @@ def exports(text: str) -> dict[str, str]:
     return out
 
 
+def probe_command(results: str, env: dict[str, str]) -> list[str]:
+    """The regime probe of the runs the regime profile times: its model, topology and dataset are the probe's
+    defaults (tests/test_regime.py holds them equal), except a dataset PRUNEX_LOCAL_DATASET names
+    (experiments/common.py `profile`), whose images, not digits', the timed runs then train on."""
+    cmd = py("prunex.cluster.regime", "probe", "--out", f"{results}/regime.json")
+    return cmd + (["--dataset", env["PRUNEX_LOCAL_DATASET"]] if env.get("PRUNEX_LOCAL_DATASET") else [])
+
+
 def regime_value(results: str, key: str) -> Any:
     """A value of RESULTS/regime.json, written by `python -m prunex.cluster.regime probe`."""
     with open(f"{results}/regime.json") as f:
@@ -421,7 +429,7 @@ def main_job(argv: list[str], kids: Children) -> int:
         # the link rate is chosen before any run, from this machine's compute (prunex/cluster/regime.py), and kept
         # for the life of the results directory: a resumed run trains at the rate it started with
         say("regime-matched profile: probing this machine's compute per iteration to choose the inter-node link rate")
-        rc = kids.run(py("prunex.cluster.regime", "probe", "--out", f"{results}/regime.json"))
+        rc = kids.run(probe_command(results, kids.env))
         if rc:
             return rc
         inter_bw = str(regime_value(results, "tc_rate"))

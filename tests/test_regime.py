@@ -164,3 +164,20 @@ def test_run_all_runs_the_link_free_experiments_last_on_reshaped_links(
         )
     else:
         assert "--skip" not in main and shape not in kids.calls and "experiments.pareto" not in modules
+
+
+def test_the_probe_times_the_runs_the_regime_profile_times(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review (2026-11-28): ./run_all.sh probed ResNet-20 on digits whatever PRUNEX_LOCAL_DATASET said, so with another
+    dataset the link rate was chosen from the compute of images the timed runs never trained on."""
+    from experiments import run_all
+
+    parser_defaults = vars(regime.build_parser().parse_args(["probe", "--out", "x"]))
+    monkeypatch.delenv("PRUNEX_LOCAL_DATASET", raising=False)
+    timed = profile("regime", "local", {"bandwidth_mbit": 25.0})
+    assert (parser_defaults["model"], parser_defaults["dataset"]) == (timed.model, timed.dataset)
+    assert (parser_defaults["nodes"], parser_defaults["procs_per_node"]) == (timed.nodes, timed.procs_per_node)
+    assert "--dataset" not in run_all.probe_command("R", {})
+    monkeypatch.setenv("PRUNEX_LOCAL_DATASET", "fashion-mnist")
+    assert profile("regime", "local", {"bandwidth_mbit": 25.0}).dataset == "fashion-mnist"
+    cmd = run_all.probe_command("R", {"PRUNEX_LOCAL_DATASET": "fashion-mnist"})
+    assert cmd[cmd.index("--dataset") + 1] == "fashion-mnist" and cmd[cmd.index("--out") + 1] == "R/regime.json"

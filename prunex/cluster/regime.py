@@ -331,7 +331,9 @@ def describe(r: dict[str, Any]) -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of `python -m prunex.cluster.regime`; the probe's defaults are the regime profile's runs
+    (model, topology, dataset: ./run_all.sh names only a dataset PRUNEX_LOCAL_DATASET sets)."""
     p = argparse.ArgumentParser(prog="python -m prunex.cluster.regime", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     pr = sub.add_parser("probe", help="measure compute per iteration, choose the link rate, write regime.json")
@@ -346,7 +348,11 @@ def main(argv: list[str] | None = None) -> int:
     pr.add_argument("--iterations", type=int, default=20)
     sh = sub.add_parser("show", help="print a regime.json in one line")
     sh.add_argument("path")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if args.cmd == "show":
         r = read(args.path)
         if r is None:
