@@ -181,3 +181,15 @@ def test_the_probe_times_the_runs_the_regime_profile_times(monkeypatch: pytest.M
     assert profile("regime", "local", {"bandwidth_mbit": 25.0}).dataset == "fashion-mnist"
     cmd = run_all.probe_command("R", {"PRUNEX_LOCAL_DATASET": "fashion-mnist"})
     assert cmd[cmd.index("--dataset") + 1] == "fashion-mnist" and cmd[cmd.index("--out") + 1] == "R/regime.json"
+
+
+def test_the_mini_clusters_alpha_per_ring_step_is_the_saved_sweeps() -> None:
+    """MINICLUSTER_ALPHA_S names its source: the flat AllReduce's fitted alpha in the saved 2 x 2 sweep, per ring step
+    (review 2026-11-28: the 63 us it said came from that file was in no column of it)."""
+    import pandas as pd
+
+    root = Path(__file__).resolve().parents[1]
+    fit = pd.read_parquet(root / "saved-logs/perfmodel/minicluster-2x2/collectives.fit.parquet")
+    flat = fit[(fit["level"] == "flat") & (fit["op"] == "allreduce")].iloc[0]
+    per_step = flat["alpha_s"] / commcost.ring_steps("allreduce", int(flat["members"]))
+    assert regime.MINICLUSTER_ALPHA_S == pytest.approx(per_step, rel=0.005)
