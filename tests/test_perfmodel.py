@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import math
 import random
+from dataclasses import replace
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -17,7 +19,9 @@ from prunex.comm.waitfree import last_arriver_comm
 from prunex.perfmodel import calibrate, formulas, workload
 from prunex.perfmodel.__main__ import main
 from prunex.perfmodel.formulas import Collective, Link, Network
-from prunex.perfmodel.validate import find_runs
+from prunex.perfmodel.project import project
+from prunex.perfmodel.validate import RunData, find_runs, options_of, run_workloads
+from prunex.training.config import ADMMConfig, RunConfig
 from prunex.training.topology import Topology
 from tests.fixtures.perfmodel.runs import write_run
 
@@ -130,6 +134,45 @@ def _tiny() -> workload.ModelSpec:
     )
 
 
+def _ddp_buckets(rank: int, model: str, cap_mb: float) -> list[tuple[int, int]]:
+    """(bytes, first parameter index) of each bucket torch's DDP reduces, in launch order, in its second
+    iteration (the first runs one bucket of everything, then the Reducer rebuilds its buckets)."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    from prunex.training.models import build_model
+
+    torch.manual_seed(0)
+    net = build_model(model)
+    index = {id(p): i for i, p in enumerate(net.parameters())}
+    ddp = DistributedDataParallel(net, bucket_cap_mb=cap_mb, broadcast_buffers=False)
+    seen: list[tuple[int, int]] = []
+
+    def hook(state, bucket):
+        seen.append((4 * bucket.buffer().numel(), min(index[id(p)] for p in bucket.parameters())))
+        fut = torch.futures.Future()
+        fut.set_result(bucket.buffer())
+        return fut
+
+    ddp.register_comm_hook(None, hook)
+    x, y = torch.randn(2, 3, 32, 32), torch.tensor([0, 1])
+    for _ in range(2):
+        seen.clear()
+        torch.nn.functional.cross_entropy(ddp(x), y).backward()
+    return seen
+
+
+def test_ddp_buckets_and_the_last_one_are_torchs():
+    """The model's DDP buckets are torch's, and the bucket that cannot overlap the backward pass (the last
+    launched) is the one holding the first parameters."""
+    from distributed import run_distributed
+
+    seen = run_distributed(_ddp_buckets, 1, "resnet20", 0.25)[0]
+    w = workload.ddp_workload(workload.model_spec("resnet20"), workload.Options(ddp_bucket_mb=0.25))
+    assert len(seen) > 2  # several buckets, so the last one is a choice
+    assert [c.nbytes for c in w.collectives] == [b for b, _ in seen]
+    assert seen[-1][1] == 0 and w.overlap_last_bytes == seen[-1][0]
+
+
 def test_hsadmm_workload_by_hand():
     spec = _tiny()  # conv 288, bn 8, fc 80 + 10, buffers 16: 402 floats
     opts = workload.Options(batch_size=10, local_epochs=2, channel_keep=0.5, average_bn_stats=True)
@@ -240,6 +283,40 @@ def test_fit_table_to_network():
     assert net.flat.alpha_s == pytest.approx(50e-6)
     emu = calibrate.network_from_fit(fit, emulated=True, inter=Link(1e-4, 1e6))
     assert emu.emulated and emu.inter == Link(1e-4, 1e6) and emu.intra.beta == pytest.approx(1e9)
+
+
+@pytest.mark.parametrize("members", [2, 3, 4, 8])
+def test_sweep_fit_of_a_tree_broadcast_prices_the_same_broadcast(members):
+    """gloo's binomial-tree broadcast, timed by the sweep and fitted on its chain bandwidth term (b(n) = n), gives
+    back the link, so the network prices that broadcast at the time it was measured, for any group size."""
+    link = Link(30e-6, 1e8)
+    seconds = [formulas.broadcast_time(n, members, link, "tree") for n in SIZES[:8]]
+    x = [calibrate.bytes_factor("broadcast", members) * n for n in SIZES[:8]]  # the sweep's bytes_term
+    row = calibrate.fit_row(x, seconds, "absolute")
+    fit = pd.DataFrame(
+        [
+            {"level": lv, "op": op, **row, "members": members, "bytes_factor": calibrate.bytes_factor(op, members)}
+            for lv, op in (("intra", "allreduce"), ("inter", "broadcast"))
+        ]
+    )
+    bcast = calibrate.links_from_fit_table(fit, "tree")[("inter", "broadcast")]
+    assert bcast.alpha_s == pytest.approx(link.alpha_s, rel=1e-6) and bcast.beta == pytest.approx(link.beta, rel=1e-6)
+    # a table without bytes_factor (older sweeps) is read as the sweep's chain term
+    bare = calibrate.links_from_fit_table(fit.drop(columns="bytes_factor"), "tree")[("inter", "broadcast")]
+    assert bare == bcast
+    # measurement rows fitted directly (`fit_measurements`, the tree of `measure_loopback`) give the same link
+    rows = [
+        {"level": "inter", "op": "broadcast", "size_bytes": n, "members": members, "seconds": t}
+        for n, t in zip(SIZES[:8], seconds, strict=True)
+    ]
+    direct = calibrate.links_from_fit_table(
+        calibrate.fit_measurements(pd.DataFrame(rows), broadcast_algo="tree"), "tree"
+    )
+    assert direct[("inter", "broadcast")].beta == pytest.approx(link.beta, rel=1e-6)
+    net = Network(Link(0.0, 1e12), Link(0.0, 1e12), inter_broadcast=bcast, broadcast_algo="tree")
+    m = members  # one process per node: the inter group has `members` members, and crosses nodes
+    priced = [formulas.time_of(Collective("inter", "broadcast", n), m, 1, net) for n in SIZES[:8]]
+    assert priced == pytest.approx(seconds, rel=1e-6)
 
 
 def test_puhti_cluster_file():
@@ -362,6 +439,55 @@ def test_compute_per_sample_from_a_run(tmp_path):
     assert calibrate.compute_per_sample(hs) == pytest.approx(0.5 / (5 * 359))
 
 
+def _with_compute(run, per_sample: float, samples: list[int], epochs: list[float] | None = None):
+    """``run``'s steps.parquet with a compute of ``per_sample`` seconds per training sample of each iteration
+    (and the trainer's ``epoch`` column, when given)."""
+    path = run / "steps.parquet"
+    steps = pd.read_parquet(path)
+    steps["compute_s"] = [per_sample * n for n in samples]
+    if epochs is not None:
+        steps["epoch"] = epochs
+    steps.to_parquet(path, index=False)
+    return RunData(run)
+
+
+def test_an_epochs_last_smaller_batch_is_its_own_samples(tmp_path):
+    # digits on 2 x 2 ranks: a shard of 1438 // 4 = 359 images in 12 steps of 32, the last holding 359 - 11 x 32 = 7
+    # (the sampler drops the dataset's tail, the loader keeps the shard's: prunex.training.data.shard_loader)
+    samples = [32] * 11 + [7] + [32] * 3
+    run = _with_compute(write_run(tmp_path, "ddp", iterations=15), 1e-3, samples)
+    assert calibrate.compute_per_sample(run.path) == pytest.approx(1e-3)
+    assert calibrate.compute_per_sample(run.path, stat="median") == pytest.approx(1e-3)
+    works = run_workloads(run, workload.model_spec("resnet20"), options_of(run.config))
+    assert [works[k].samples for k in sorted(works)] == samples[1:]
+
+
+def test_masked_retraining_iterations_are_one_local_epoch(tmp_path):
+    # K = 3 outer iterations of E = 5 local epochs, then R = 2 masked-retraining iterations of one epoch each
+    # (prunex.methods.hsadmm.ADMMMethod.train_iteration); the trainer logs the epochs done after each iteration
+    admm = ADMMConfig(iterations=3, local_epochs=5, retrain_epochs=2, freeze_iteration=2)
+    shard = 1438 // 4
+    run = write_run(tmp_path, "hsadmm", iterations=5, config={"admm": admm})
+    run = _with_compute(run, 1e-3, [5 * shard] * 3 + [shard] * 2, epochs=[5.0, 10.0, 15.0, 16.0, 17.0])
+    assert calibrate.compute_per_sample(run.path) == pytest.approx(1e-3)
+    works = run_workloads(run, workload.model_spec("resnet20"), options_of(run.config))
+    assert [works[k].samples for k in sorted(works)] == [5 * shard] * 2 + [shard] * 2
+    assert [works[k].steps for k in sorted(works)] == [5 * 12] * 2 + [12] * 2
+    # the projection's epoch: (K T(E) + R T(1)) / (K E + R), the mask dynamic in the same share of both
+    spec, net = workload.model_spec("resnet20"), Network(Link(1e-4, 1e9), Link(1e-3, 1e8))
+    dev = workload.Device(compute_s_per_sample=1e-3, mem_bw=1e11, launch_s=1e-6)
+    opts = workload.Options.from_config(RunConfig(method="hsadmm", batch_size=32, admm=admm))
+    kept = workload.kept_from_keep(spec, 1.0, opts.channel_keep)
+
+    def iteration(epochs: int) -> float:
+        w = workload.hsadmm_workload(spec, kept, replace(opts, local_epochs=epochs), shard, opts.dynamic_fraction)
+        return workload.iteration_cost(w, 2, 2, net, dev, opts).iter_s
+
+    e = workload.epoch_cost("hsadmm", spec, 2, 2, net, dev, opts, 1438, kept)
+    assert e["epoch_s"] == pytest.approx((3 * iteration(5) + 2 * iteration(1)) / (3 * 5 + 2), rel=1e-12)
+    assert e["epoch_s"] > iteration(5) / 5  # a consensus per retraining epoch
+
+
 # ------------------------------------------------------------------------------------------ cluster-from-sweep
 def _sweep_fit(members: dict[str, int]) -> pd.DataFrame:
     """A fit table as prunex.bench.collectives writes it: alpha per call, bus bandwidth, group size."""
@@ -378,6 +504,30 @@ def _sweep_fit(members: dict[str, int]) -> pd.DataFrame:
             for lv, op, a, b in rows
         ]
     )
+
+
+def _topk_own_s(world: int, mem_bw: float, launch_s: float) -> float:
+    """Top-K's selection and scatter on ResNet-20 (`workload.topk_workload`), seconds per step."""
+    w = workload.topk_workload(workload.model_spec("resnet20"), workload.Options(), world)
+    return w.compress_bytes / mem_bw + w.compress_launches * launch_s
+
+
+def test_cluster_from_sweep_projects_each_method_with_its_own_compute(tmp_path):
+    fit = _sweep_fit({"intra": 2, "inter": 2, "flat": 4})
+    runs = [
+        write_run(tmp_path / "a", "ddp", iterations=3),
+        write_run(tmp_path / "b", "topk", iterations=3, compute_s=0.25),
+    ]
+    raw = calibrate.cluster_from_sweep(fit, name="mc", procs_per_node=2, compute_runs=runs, device=(5e9, 2e-6))
+    (tmp_path / "mc.json").write_text(json.dumps(raw))
+    c = calibrate.load_cluster(tmp_path / "mc.json")
+    df = project(c, "resnet20", "digits", ("ddp", "topk", "pactrain"), (2, 4)).set_index(["method", "gpus"])
+    shard = 1438 // 2  # SGD methods: an epoch's compute is the shard's samples x c
+    ddp, topk = 0.5 / 32, (0.25 - _topk_own_s(4, 5e9, 2e-6)) / 32
+    assert df.loc[("ddp", 2), "compute_s"] == pytest.approx(shard * ddp)
+    assert df.loc[("topk", 2), "compute_s"] == pytest.approx(shard * topk)
+    # a method without runs of its own: the median over all runs
+    assert df.loc[("pactrain", 2), "compute_s"] == pytest.approx(shard * (ddp + topk) / 2)
 
 
 def test_cluster_from_sweep_round_trips_through_load_cluster(tmp_path):
@@ -398,7 +548,10 @@ def test_cluster_from_sweep_round_trips_through_load_cluster(tmp_path):
     assert same(net.intra_broadcast, Link(1e-4, 2e9)) and same(net.inter_broadcast, Link(3e-4, 1.1e8))
     assert net.broadcast_algo == "tree" and c.gpus_per_node == 2
     assert c.mem_bw == 5e9 and c.launch_s == 2e-6
-    assert c.compute_s_per_sample == {"resnet20": pytest.approx(0.5 / 32)}  # both fixture runs: 0.5 s per 32
+    # both fixture runs log 0.5 s of compute per step of 32; Top-K's selection and scatter are taken off its own
+    ddp, topk = 0.5 / 32, (0.5 - _topk_own_s(4, 5e9, 2e-6)) / 32
+    assert c.method_compute_s_per_sample == {"resnet20": {"ddp": pytest.approx(ddp), "topk": pytest.approx(topk)}}
+    assert c.compute_s_per_sample == {"resnet20": pytest.approx((ddp + topk) / 2)}  # the median over both runs
     assert any("[measured]" in n and str(a) in n for n in c.assumptions)
     # the flat link prices a flat allreduce spanning nodes: 6 steps x 0.2 ms + 2*3/4 * 1e6 B / 1e8 B/s
     assert formulas.time_of(Collective("flat", "allreduce", 1e6), 2, 2, net) == pytest.approx(1.2e-3 + 0.015)
@@ -529,3 +682,26 @@ def test_sharded_exchange_gains_only_where_a_node_has_several_nics():
             assert sharded[1] == pytest.approx(paper[1], rel=0.05)
         else:  # the leader drives one of the node's NICs, the P shard groups all of them
             assert sharded[1] < paper[1] and both[1] < bf16[1]
+
+
+def test_cluster_from_sweep_takes_the_device_of_the_runs_machine_from_a_cluster_file(tmp_path: Path) -> None:
+    """`--device-from`: a cluster file made again elsewhere keeps the memory bandwidth and per-op time of the machine
+    its runs ran on (review 2026-11-28: remaking the committed local file on another VM put that VM's 16.8 GB/s in
+    place of the 38.7 GB/s of the machine the runs were timed on), with their provenance."""
+    from prunex.perfmodel.__main__ import main as perfmodel_main
+
+    root = Path(__file__).resolve().parents[1]
+    committed = root / "saved-logs/local/perfmodel/minicluster-2node-1gbit.json"
+    before = json.loads(committed.read_text())["device"]
+    out = tmp_path / "again.json"
+    argv = [
+        "cluster-from-sweep",
+        "--collectives",
+        str(root / "saved-logs/perfmodel/minicluster-2x2/collectives.parquet"),
+    ]
+    argv += ["--compute-from-run", str(root / "saved-logs/local/strong_scaling/hsadmm-resnet20-1x2")]
+    assert perfmodel_main([*argv, "--device-from", str(committed), "--out", str(out)]) == 0
+    device = json.loads(out.read_text())["device"]
+    for key in ("memory_bytes_per_s", "kernel_launch_s"):
+        assert device[key]["value"] == before[key]["value"] and device[key]["status"] == "measured"
+        assert before[key]["source"] in device[key]["source"] and str(committed) in device[key]["source"]

@@ -40,7 +40,9 @@ def fit_table(intra: bool = False) -> pd.DataFrame:
 def ddp_by_hand(compute_s: float) -> tuple[float, float]:
     """(comm, hidden) seconds of a DDP step on 2 nodes x 1 process, by the ring formula and Li et al.'s overlap."""
     spec = model_spec("resnet20")
-    buckets = ddp_bucket_sizes((4 * p.numel for p in spec.params), int(0.25 * 2**20))
+    # in launch order: torch buckets the gradients as they become ready, the parameters reversed; the last bucket
+    # holds the first layers and cannot overlap the backward pass
+    buckets = ddp_bucket_sizes((4 * p.numel for p in reversed(spec.params)), int(0.25 * 2**20))
     t = [ALPHA_CALL + 2 * (2 - 1) / 2 * n / BETA for n in buckets]  # 2(p-1) alpha + 2(p-1)/p n / beta, p = 2
     comm = sum(t)
     return comm, min(comm - t[-1], 2 / 3 * compute_s)

@@ -252,7 +252,8 @@ def ddp_step_bytes(model: str, nodes: int, procs_per_node: int, bucket_cap_mb: f
     of every gradient bucket, as `prunex.comm.cost` prices it (the node's last rank sends across)."""
     from prunex.training.models import build_model  # lazy: torch; this module loads without it
 
-    param_bytes = [p.numel() * 4 for p in build_model(model).parameters()]
+    # in the order DDP buckets them after its first iteration (`commcost.ddp_bucket_sizes`)
+    param_bytes = [p.numel() * 4 for p in reversed(list(build_model(model).parameters()))]
     buckets = commcost.ddp_bucket_sizes(param_bytes, int(bucket_cap_mb * 2**20))
     per_node = [
         sum(

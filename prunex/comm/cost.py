@@ -287,9 +287,11 @@ def bucket_bytes(numels: Sequence[int], elem_bytes: int, bucket_bytes: int) -> l
 
 
 def ddp_bucket_sizes(param_bytes: Iterable[int], cap_bytes: int) -> list[int]:
-    """Bytes per DDP gradient bucket: parameters in definition order, a bucket is closed once it
-    reaches ``cap_bytes`` (``torch.distributed._compute_bucket_assignment_by_size``); DDP launches them
-    in reverse order, which does not change the sizes. ``cap_bytes = bucket_cap_mb * 2**20``."""
+    """Bytes per DDP gradient bucket, the parameters taken in the order given, a bucket closed once it
+    reaches ``cap_bytes`` (``torch.distributed._compute_bucket_assignment_by_size``). Give them in reverse
+    definition order, the order their gradients become ready, in which DDP rebuilds its buckets after the
+    first iteration: the sizes then are torch's, in launch order (checked against DDP's own buckets in
+    tests/test_perfmodel.py); definition order gives other sizes. ``cap_bytes = bucket_cap_mb * 2**20``."""
     sizes: list[int] = []
     current = 0
     for b in param_bytes:

@@ -53,6 +53,9 @@ the status and source are printed with each projection::
       # "inter_broadcast" (separate broadcast fits; `cluster-from-sweep` writes all three)
       "device": {"memory_bytes_per_s": 9e11, "memory_efficiency": 0.8, "kernel_launch_s": 5e-6},
       "compute_s_per_sample": {"resnet152": 2.6e-3},   # forward + backward + step, per training sample
+      # optional, per model and method (`cluster-from-sweep` writes it from each method's runs; a projection of
+      # a method takes its own, else the model's above): {"resnet152": {"ddp": 2.6e-3, "hsadmm": 2.7e-3}}
+      "compute_s_per_sample_by_method": {},
       "datasets": {"cifar10": 50000},           # training samples (cifar10 and digits are built in)
       "notes": ["free-text assumptions, printed with the projection"]
     }

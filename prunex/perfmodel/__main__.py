@@ -14,6 +14,7 @@ from prunex.perfmodel.calibrate import (
     CalibrationError,
     cluster_from_sweep,
     compute_per_sample,
+    device_of,
     load_cluster,
     measure_loopback,
     read_fit_table,
@@ -155,8 +156,15 @@ def _cluster_from_sweep(args: argparse.Namespace) -> int:
         procs = int(fit["procs_per_node"].iloc[0])
     out = Path(args.out)
     name = args.name or out.stem
+    device, device_source = device_of(args.device_from) if args.device_from else (None, None)
     raw = cluster_from_sweep(
-        fit, name=name, procs_per_node=procs, compute_runs=args.compute_from_run, sweep_source=str(args.collectives)
+        fit,
+        name=name,
+        procs_per_node=procs,
+        compute_runs=args.compute_from_run,
+        sweep_source=str(args.collectives),
+        device=device,
+        device_source=device_source,
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(raw, indent=2) + "\n")
@@ -250,6 +258,12 @@ def main(argv: list[str] | None = None) -> int:
     cs.add_argument("--sweep-time", choices=SWEEP_TIMES, default="slowest", help=SWEEP_TIME_HELP)
     cs.add_argument("--procs-per-node", type=int, default=None, help="default: the sweep's")
     cs.add_argument("--name", default=None, help="cluster name (default: the file name)")
+    cs.add_argument(
+        "--device-from",
+        default=None,
+        metavar="CLUSTER_JSON",
+        help="memory bandwidth and per-op time from this cluster file, not measured here (runs of another machine)",
+    )
     cs.add_argument("--out", required=True, help="the cluster JSON to write")
     args = p.parse_args(argv)
     try:

@@ -15,8 +15,9 @@
   ``compute_s`` over the samples one rank trains per iteration).
 - :func:`load_cluster`: a cluster description file (schema in `prunex.perfmodel`).
 - :func:`cluster_from_sweep`: a cluster description of a measured (mini) cluster: its links from a
-  collective sweep's fit table, compute seconds per sample from runs, memory bandwidth and per-op
-  overhead measured on this machine (:func:`measure_device`).
+  collective sweep's fit table, compute seconds per sample from runs, per method
+  (:func:`model_compute_per_sample`), memory bandwidth and per-op overhead measured on this machine
+  (:func:`measure_device`).
 """
 
 from __future__ import annotations
@@ -208,20 +209,29 @@ def fit_measurements(df, weighting: str = "relative", broadcast_algo: str = "rin
                 "max_rel_err": f.max_rel_err,
                 "members": p,
                 "n_points": f.points,
+                "bytes_factor": bandwidth_bytes(op, 1, p, broadcast_algo),  # beta is per byte of this x n
             }
         )
     return pd.DataFrame(rows)
 
 
 def links_from_fit_table(fit, broadcast_algo: str = "ring") -> dict[tuple[str, str], Link]:
-    """(level, op) -> Link with alpha per ring step = per-call alpha / ring_steps(op, members)."""
+    """(level, op) -> Link with alpha per ring step = per-call alpha / ring_steps(op, members), and beta
+    per byte of `bandwidth_bytes` under ``broadcast_algo``. A fit's beta is per byte of its own bandwidth
+    term, ``bytes_factor x n`` (the sweep's: the chain's, ``n`` for a broadcast; :func:`bytes_factor`
+    where the table has no such column), so it is scaled by ``bandwidth_bytes(op, 1, members, algo) /
+    bytes_factor``: 1 except for a tree broadcast of ``members >= 3``, ``ceil(log2 members)``, the rounds
+    in which the root sends the whole message (Thakur et al. 2005)."""
     out = {}
     for r in fit.itertuples():
-        steps = ring_steps(str(r.op), int(r.members), broadcast_algo)
+        op, members = str(r.op), int(r.members)
+        steps = ring_steps(op, members, broadcast_algo)
         beta = float(r.beta_bytes_per_s)
         if steps == 0 or not (beta > 0 and math.isfinite(beta)):
             continue
-        out[(str(r.level), str(r.op))] = Link(max(0.0, float(r.alpha_s)) / steps, beta)
+        fitted = float(getattr(r, "bytes_factor", bytes_factor(op, members)))
+        beta *= bandwidth_bytes(op, 1, members, broadcast_algo) / fitted
+        out[(str(r.level), op)] = Link(max(0.0, float(r.alpha_s)) / steps, beta)
     return out
 
 
@@ -369,20 +379,51 @@ def shard_of(config: dict[str, Any]) -> int:
     return size // world
 
 
-def samples_per_iteration(config: dict[str, Any]) -> float:
-    """Training samples one rank processes per logged iteration of a run (config.json as a dict)."""
-    shard = shard_of(config)
+def step_samples(config: dict[str, Any], iteration: int) -> int:
+    """Training samples of one rank in SGD step ``iteration`` of a run (config.json as a dict), as
+    `prunex.training.data.shard_loader` batches the shard (the sampler drops the dataset's tail, the
+    DataLoader keeps the shard's): the batch, except the last of the ``ceil(shard / b)`` steps of each
+    epoch, which holds the rest of the shard (`prunex.methods.base.StepwiseMethod.train_iteration`)."""
+    shard, batch = shard_of(config), int(config["batch_size"])
+    per_epoch = -(-shard // batch)
+    return batch if iteration % per_epoch < per_epoch - 1 else shard - (per_epoch - 1) * batch
+
+
+def local_epochs(config: dict[str, Any], steps) -> dict[int, int]:
+    """Local epochs of each logged outer iteration of an ADMM run: the increments of steps.parquet's
+    ``epoch`` (the shard's epochs done after the iteration). That is E, but one in masked retraining,
+    after the K outer iterations or once the residuals converged
+    (`prunex.methods.hsadmm.ADMMMethod.train_iteration`); without a complete ``epoch`` column, E for the
+    first K iterations and one after."""
+    its = sorted(int(k) for k in steps["iteration"])
+    a = config["admm"]
+    if "epoch" not in steps.columns or steps["epoch"].isna().any():
+        return {k: int(a["local_epochs"]) if k < int(a["iterations"]) else 1 for k in its}
+    done = steps.set_index("iteration")["epoch"].astype(float)
+    out, before = {}, 0.0
+    for k in its:
+        out[k], before = round(float(done.loc[k]) - before), float(done.loc[k])
+    return out
+
+
+def samples_per_iteration(config: dict[str, Any], steps):
+    """Training samples one rank processes in each logged iteration of a run (config.json as a dict,
+    its steps.parquet), aligned with ``steps``: an SGD step's (:func:`step_samples`), or the local
+    epochs of an outer ADMM iteration (:func:`local_epochs`) times the shard."""
     if method_info(config["method"]).outer_iterations:
-        return float(config["admm"]["local_epochs"] * shard)
-    return float(min(int(config["batch_size"]), shard))
+        epochs = local_epochs(config, steps)
+        return steps["iteration"].map(lambda k: float(epochs[int(k)] * shard_of(config)))
+    return steps["iteration"].map(lambda k: float(step_samples(config, int(k))))
 
 
 COMPUTE_STATS = ("mean", "median")
 
 
 def compute_per_sample(run_dir: str | Path, skip_first: bool = True, stat: str = "mean") -> float:
-    """``compute_s`` per training sample of a run, its mean (or ``stat="median"``) over iterations
-    (iteration 0 left out when there are more)."""
+    """``compute_s`` per training sample of a run over its iterations (iteration 0 left out when there
+    are more): all their compute over all their samples (``stat="mean"``), or the median of each
+    iteration's compute per sample (``stat="median"``), with each iteration's own samples
+    (:func:`samples_per_iteration`: an epoch's last, smaller batch; an ADMM iteration's local epochs)."""
     import pandas as pd
 
     if stat not in COMPUTE_STATS:
@@ -390,10 +431,39 @@ def compute_per_sample(run_dir: str | Path, skip_first: bool = True, stat: str =
     run_dir = Path(run_dir)
     config = json.loads((run_dir / "config.json").read_text())
     steps = pd.read_parquet(run_dir / "steps.parquet")
+    samples = samples_per_iteration(config, steps)
     if skip_first and len(steps) > 1:
-        steps = steps[steps["iteration"] > steps["iteration"].min()]
-    value = steps["compute_s"].median() if stat == "median" else steps["compute_s"].mean()
-    return float(value) / samples_per_iteration(config)
+        keep = steps["iteration"] > steps["iteration"].min()
+        steps, samples = steps[keep], samples[keep]
+    if stat == "median":
+        return float((steps["compute_s"] / samples).median())
+    return float(steps["compute_s"].sum() / samples.sum())
+
+
+def model_compute_per_sample(run_dir: str | Path, mem_bw: float, launch_s: float) -> float:
+    """Forward, backward and optimizer step seconds per training sample of a run: what a cluster file's
+    ``compute_s_per_sample`` is, since the model adds each method's own work to ``samples x c``
+    (`workload.iteration_cost`: the memory-bound vector work of the ADMM methods, compress/decompress).
+    The run's logged compute (everything but communication) holds that work, so it is taken off, as the
+    model prices it on a device of ``mem_bw`` bytes/s and ``launch_s`` per launch, before dividing by the
+    samples (`validate.run_workloads`, iterations as :func:`compute_per_sample`'s mean). Not added back:
+    DDP's communication hidden behind the backward pass, which its logged compute leaves out (none with
+    one DDP bucket, or one rank)."""
+    from prunex.perfmodel.validate import RunData, options_of, run_workloads  # lazy: validate imports this module
+    from prunex.perfmodel.workload import model_spec
+
+    run = RunData(run_dir)
+    works = run_workloads(run, model_spec(run.config["model"]), options_of(run.config))
+    own = sum(
+        w.vector_bytes / mem_bw + w.compress_bytes / mem_bw + w.compress_launches * launch_s for w in works.values()
+    )
+    compute = float(run.steps.set_index("iteration").loc[list(works), "compute_s"].sum())
+    if compute <= own:
+        raise CalibrationError(
+            f"{run_dir}: the method's own work as modelled ({own:.4g} s) is not below its logged compute "
+            f"({compute:.4g} s)"
+        )
+    return (compute - own) / sum(w.samples for w in works.values())
 
 
 # -------------------------------------------------------------------------------- cluster files
@@ -410,6 +480,14 @@ class Cluster:
     dataset_sizes: dict[str, int]
     assumptions: list[str] = field(default_factory=list)
     path: str = ""
+    # model -> method -> seconds per sample measured on that method's runs (`cluster_from_sweep`)
+    method_compute_s_per_sample: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def compute_for(self, model: str, method: str) -> float | None:
+        """Compute seconds per training sample of ``method`` on ``model``: measured on its own runs where the
+        file has them (``compute_s_per_sample_by_method``), else the model's ``compute_s_per_sample``."""
+        own = self.method_compute_s_per_sample.get(model, {}).get(method)
+        return own if own is not None else self.compute_s_per_sample.get(model)
 
 
 def _value(node: Any, what: str, notes: list[str]) -> float:
@@ -464,6 +542,10 @@ def load_cluster(name_or_path: str | Path) -> Cluster:
         compute = {
             m: _value(v, f"compute_s_per_sample.{m}", notes) for m, v in raw.get("compute_s_per_sample", {}).items()
         }
+        by_method = {
+            m: {k: _value(v, f"compute_s_per_sample_by_method.{m}.{k}", notes) for k, v in methods.items()}
+            for m, methods in raw.get("compute_s_per_sample_by_method", {}).items()
+        }
         datasets = {**DATASET_SIZES, **{k: int(v) for k, v in raw.get("datasets", {}).items()}}
         net = Network(
             intra,
@@ -480,7 +562,10 @@ def load_cluster(name_or_path: str | Path) -> Cluster:
     except ValueError as e:
         raise CalibrationError(f"{path}: {e}") from None
     notes += [str(a) for a in raw.get("notes", [])]
-    return Cluster(raw.get("name", path.stem), gpn, net, mem, launch, compute, datasets, notes, str(path))
+    name = raw.get("name", path.stem)
+    return Cluster(
+        name, gpn, net, mem, launch, compute, datasets, notes, str(path), method_compute_s_per_sample=by_method
+    )
 
 
 # -------------------------------------------------------------------------------- cluster from a sweep
@@ -507,6 +592,21 @@ def measure_device(size_bytes: int = 64 << 20, repeats: int = 5, ops: int = 2000
     return 2.0 * size_bytes / best, per_op
 
 
+def device_of(path: str | Path) -> tuple[tuple[float, float], tuple[str, str]]:
+    """((memory bytes/s, per-op seconds), their two sources) of a cluster file written by `cluster_from_sweep`:
+    for a cluster file made again from runs of another machine than this one (`cluster-from-sweep
+    --device-from`), whose device figures should be that machine's, not this one's."""
+    raw = json.loads(Path(path).read_text())
+    try:
+        mem, op = raw["device"]["memory_bytes_per_s"], raw["device"]["kernel_launch_s"]
+        values = (float(mem["value"]), float(op["value"]))
+    except (KeyError, TypeError, ValueError) as e:
+        raise CalibrationError(f"{path}: no measured device (memory_bytes_per_s, kernel_launch_s): {e}") from None
+    taken = f" (taken from {path})"
+    sources = tuple(str(x.get("source", "?")).removesuffix(taken) + taken for x in (mem, op))
+    return values, (sources[0], sources[1])
+
+
 def _measured(value: float, source: str) -> dict[str, Any]:
     return {"value": float(value), "status": "measured", "source": source}
 
@@ -520,15 +620,22 @@ def cluster_from_sweep(
     sweep_source: str = "",
     device: tuple[float, float] | None = None,
     broadcast_algo: str = "tree",
+    device_source: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
     """A cluster description (the JSON schema of `prunex.perfmodel`) of the cluster a collective sweep ran on.
 
     - ``intra``/``inter``/``flat``: the allreduce fits of each level, ``intra_broadcast``/``inter_broadcast``
       the broadcast fits, alpha per ring step (= the fit's per-call alpha / `formulas.ring_steps`), so the
       same numbers price any group size;
-    - ``compute_s_per_sample``: per model, the median over ``compute_runs`` of
-      :func:`compute_per_sample` (each run named in the source);
-    - ``device``: ``device`` = (memory bytes/s, per-op seconds), else :func:`measure_device` now.
+    - ``compute_s_per_sample_by_method``: per model and method, the median over that method's
+      ``compute_runs`` of :func:`model_compute_per_sample` (forward, backward and step per sample: the
+      logged compute less the method's own work that the model adds back); a projection of a method
+      takes its own (`Cluster.compute_for`), since the methods' measured compute per sample differ by
+      more than the model's own work explains (the local profile's 1 x 2 runs: 5.4 to 11.5 ms);
+    - ``compute_s_per_sample``: per model, the median of the same values over all ``compute_runs``, for
+      a method without runs of its own and for run-time estimates (`prunex.cluster.estimate`);
+    - ``device``: ``device`` = (memory bytes/s, per-op seconds) with ``device_source`` (their two sources:
+      :func:`device_of` another cluster file), else :func:`measure_device` now, on this host and CPU.
     """
     links = links_from_fit_table(fit, broadcast_algo)
     src = sweep_source or "collective sweep"
@@ -557,22 +664,34 @@ def cluster_from_sweep(
         raise CalibrationError(
             f"{src}: needs intra and inter allreduce fits (have: {', '.join(f'{a}/{b}' for a, b in links) or 'none'})"
         )
-    per_model: dict[str, list[tuple[float, str]]] = {}
+    mem, per_op = device if device is not None else measure_device()
+    per_model: dict[str, dict[str, list[tuple[float, str]]]] = {}
     for run in compute_runs:
         run = Path(run)
         config = json.loads((run / "config.json").read_text())
-        per_model.setdefault(str(config["model"]), []).append((compute_per_sample(run), str(run)))
-    compute = {}
-    for model, vals in per_model.items():
-        values = [v for v, _ in vals]
+        value = model_compute_per_sample(run, mem, per_op)
+        per_model.setdefault(str(config["model"]), {}).setdefault(str(config["method"]), []).append((value, str(run)))
+    what = (
+        "forward, backward and step seconds per training sample (steps.parquet compute_s, iteration 0 left out, "
+        "less the method's own work as the model prices it on this device)"
+    )
+
+    def median_of(vals: list[tuple[float, str]], of: str) -> dict[str, Any]:
         listed = ", ".join(f"{r} {v * 1e3:.4g} ms" for v, r in vals)
-        compute[model] = _measured(
-            statistics.median(values),
-            f"median of compute_s per training sample (steps."
-            f"parquet, iteration 0 left out) of {len(vals)} run(s): {listed}",
-        )
-    mem, per_op = device if device is not None else measure_device()
-    host = socket.gethostname()
+        return _measured(statistics.median(v for v, _ in vals), f"median of the {what} of {len(vals)} {of}: {listed}")
+
+    compute, by_method = {}, {}
+    for model, methods in per_model.items():
+        every = [v for vals in methods.values() for v in vals]
+        compute[model] = median_of(every, "run(s) of any method (for a method without runs of its own)")
+        by_method[model] = {m: median_of(vals, f"{m} run(s)") for m, vals in methods.items()}
+    if device_source is None:  # measured here, now
+        from prunex.training.log import hardware_name  # lazy: pandas, only where the device is measured here
+
+        where = f"{socket.gethostname()} ({hardware_name('cpu')})"
+        mem_source, op_source = f"torch copy of a 64 MB tensor on {where}", f"per small torch op on {where}"
+    else:  # `device` comes from elsewhere (`device_of`): its sources say where
+        mem_source, op_source = device_source
     out: dict[str, Any] = {
         "name": name,
         "description": f"generated by `python -m prunex.perfmodel cluster-from-sweep` from {src}",
@@ -581,11 +700,12 @@ def cluster_from_sweep(
         "inter": inter,
         "broadcast_algo": broadcast_algo,
         "device": {
-            "memory_bytes_per_s": _measured(mem, f"torch copy of a 64 MB tensor on {host}"),
+            "memory_bytes_per_s": _measured(mem, mem_source),
             "memory_efficiency": 1.0,
-            "kernel_launch_s": _measured(per_op, f"per small torch op on {host}"),
+            "kernel_launch_s": _measured(per_op, op_source),
         },
         "compute_s_per_sample": compute,
+        "compute_s_per_sample_by_method": by_method,
         "notes": [
             "gloo broadcasts with a binomial tree (broadcast_algo tree)",
             "flat collectives that span nodes use the flat group's own fit",

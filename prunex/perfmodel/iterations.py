@@ -7,9 +7,10 @@ iteration of E local epochs of hsadmm/flat_admm; `prunex.methods.base`) is predi
 
     iter_s = compute + overhead + comm - hidden
 
-- ``compute = c x samples``: ``samples`` the training samples one rank processes per iteration
-  (`workload.Workload.samples`: the batch, or E x the rank's shard), ``c`` the compute seconds per
-  training sample, `calibrate.compute_per_sample` of a run (steps.parquet ``compute_s``, which
+- ``compute = c x samples``: ``samples`` the training samples one rank processes in the iteration
+  (`workload.Workload.samples`: the step's batch, smaller at an epoch's end, or the iteration's local
+  epochs x the rank's shard, E or one in masked retraining; `calibrate.samples_per_iteration`), ``c``
+  the compute seconds per training sample, `calibrate.compute_per_sample` of a run (steps.parquet ``compute_s``, which
   `prunex.training.train` logs as ``iter_s - comm_s`` per rank; by default the median over iterations, since
   the target is a median too), taken from the first of:
 
@@ -160,8 +161,8 @@ def resolve_compute(
         vals = [compute_per_sample(r.path, stat=stat) for r in other]
         names = ", ".join(r.run_id for r in other)
         return ComputeSource(statistics.median(vals), f"named run(s) {names} (other methods)")
-    if cluster is not None and model in cluster.compute_s_per_sample:
-        return ComputeSource(cluster.compute_s_per_sample[model], f"cluster {cluster.name}")
+    if cluster is not None and cluster.compute_for(model, run.method) is not None:
+        return ComputeSource(cluster.compute_for(model, run.method), f"cluster {cluster.name}")
     raise CalibrationError(
         f"{run.run_id}: no compute per sample for {run.method} on {model}: no run of it on 1 node x "
         f"{run.procs} process(es) under the results, none named (--compute-from-run), no cluster file value"

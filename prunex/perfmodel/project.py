@@ -77,24 +77,26 @@ def project(
     opts: Options | None = None,
     compute_s_per_sample: float | None = None,
 ):
-    """The projected strong-scaling table (pandas) of ``methods`` over ``gpus``."""
+    """The projected strong-scaling table (pandas) of ``methods`` over ``gpus``. Compute per sample:
+    ``compute_s_per_sample`` for every method if given, else each method's own from the cluster file
+    (`Cluster.compute_for`: measured on its runs where the file has them)."""
     import pandas as pd
 
     opts = opts or Options()
-    c = compute_s_per_sample if compute_s_per_sample is not None else cluster.compute_s_per_sample.get(model)
-    if c is None:
-        raise CalibrationError(
-            f"{cluster.name}: no compute_s_per_sample for {model!r} "
-            f"(have: {', '.join(cluster.compute_s_per_sample) or 'none'}); give one"
-        )
     if dataset not in cluster.dataset_sizes:
         raise CalibrationError(f"unknown dataset size of {dataset!r}")
     size = cluster.dataset_sizes[dataset]
-    device = Device(c, cluster.mem_bw, cluster.launch_s)
     spec = model_spec(model)
     kept = kept_from_keep(spec, opts.filter_keep, opts.channel_keep, opts.layers)
     rows = []
     for method in methods:
+        c = compute_s_per_sample if compute_s_per_sample is not None else cluster.compute_for(model, method)
+        if c is None:
+            raise CalibrationError(
+                f"{cluster.name}: no compute_s_per_sample for {model!r} "
+                f"(have: {', '.join(cluster.compute_s_per_sample) or 'none'}); give one"
+            )
+        device = Device(c, cluster.mem_bw, cluster.launch_s)
         base_t = None
         base_n = min(gpus)
         for n in sorted(gpus):

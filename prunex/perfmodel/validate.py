@@ -40,7 +40,15 @@ from typing import Any
 
 from prunex.comm.cost import collective_time, crosses, group_size
 from prunex.comm.waitfree import last_arriver_comm
-from prunex.perfmodel.calibrate import CalibrationError, compute_per_sample, network_from_fit, shard_of
+from prunex.methods.registry import method_info
+from prunex.perfmodel.calibrate import (
+    CalibrationError,
+    compute_per_sample,
+    local_epochs,
+    network_from_fit,
+    shard_of,
+    step_samples,
+)
 from prunex.perfmodel.formulas import Link, Network, time_of
 from prunex.perfmodel.workload import (
     Device,
@@ -159,16 +167,24 @@ def options_of(config: dict[str, Any]) -> Options:
 
 
 def run_workloads(run: RunData, spec: ModelSpec, opts: Options) -> dict[int, Workload]:
-    """The predicted workload of each measured iteration of ``run``."""
+    """The predicted workload of each measured iteration of ``run``: an SGD step of its own samples (an
+    epoch's last batch is smaller, `calibrate.step_samples`), an outer ADMM iteration of its own local
+    epochs (one in masked retraining, `calibrate.local_epochs`)."""
     cfg = run.config
     world = run.nodes * run.procs
     shard = shard_of(cfg)
     out = {}
     default_kept = kept_from_keep(spec, opts.filter_keep, opts.channel_keep, opts.layers)
     masks = run.masks
+    outer = method_info(run.method).outer_iterations
+    epochs = local_epochs(cfg, run.steps) if outer else {}
     for k in run.iterations():
+        if not outer:
+            out[k] = method_workload(run.method, spec, replace(opts, batch_size=step_samples(cfg, k)), world, shard)
+            continue
+        opts_k = replace(opts, local_epochs=epochs[k])
         if run.method != "hsadmm":
-            out[k] = method_workload(run.method, spec, opts, world, shard)
+            out[k] = method_workload(run.method, spec, opts_k, world, shard)
             continue
         kept, dynamic = default_kept, float(k < int(cfg["admm"]["freeze_iteration"]))
         if masks is not None and "kind" in masks.columns:
@@ -176,7 +192,7 @@ def run_workloads(run: RunData, spec: ModelSpec, opts: Options) -> dict[int, Wor
             if len(g):
                 kept = {str(r.layer): (int(r.kept_out), int(r.kept_in)) for r in g.itertuples()}
             dynamic = float(((masks["kind"] == "node") & (masks["iteration"] == k)).any())
-        out[k] = method_workload("hsadmm", spec, opts, world, shard, kept, dynamic)
+        out[k] = method_workload("hsadmm", spec, opts_k, world, shard, kept, dynamic)
     return out
 
 

@@ -1,10 +1,10 @@
 """What each method computes and communicates per iteration, and what that costs.
 
 A method's iteration (`prunex.methods.base`: an optimizer step for ddp/topk/pactrain, an outer ADMM
-iteration of E local epochs for hsadmm/flat_admm) becomes a :class:`Workload`: the collectives it
-issues (`prunex.perfmodel.formulas.Collective`, with the payload each member passes in), the
-samples each rank trains on, and its memory-bound vector work. :func:`iteration_cost` prices it with
-a :class:`~prunex.perfmodel.formulas.Network` and a :class:`Device`.
+iteration of E local epochs for hsadmm/flat_admm, of one in masked retraining) becomes a
+:class:`Workload`: the collectives it issues (`prunex.perfmodel.formulas.Collective`, with the payload
+each member passes in), the samples each rank trains on, and its memory-bound vector work.
+:func:`iteration_cost` prices it with a :class:`~prunex.perfmodel.formulas.Network` and a :class:`Device`.
 
 Per-iteration collectives, read off the implementation:
 
@@ -21,8 +21,9 @@ Per-iteration collectives, read off the implementation:
 - ``flat_admm`` (`prunex.admm.flat.FlatADMM`): the same flat barrier, one flat AllReduce of all
   parameters and buffers in ``bucket_mb`` buckets, and a flat AllReduce of a float64 table of 3
   columns per parameter tensor.
-- ``ddp``: one flat AllReduce per DDP bucket (``bucket_cap_mb`` MiB, `commcost.ddp_bucket_sizes`) of
-  the gradients (4 bytes, 2 with bf16/fp16), overlapped with the backward pass.
+- ``ddp``: one flat AllReduce per DDP bucket (``bucket_cap_mb`` MiB, `commcost.ddp_bucket_sizes` of the
+  parameters in reverse order, as torch rebuilds its buckets after the first iteration) of the gradients
+  (4 bytes, 2 with bf16/fp16), overlapped with the backward pass but for the last bucket, the first layers'.
 - ``topk`` (`prunex.methods.topk`): two flat AllGathers (fp32 values, int32 indices) of
   ``k = max(1, ceil(ratio numel))`` entries per tensor with more than one dimension, and one flat
   AllReduce of the 1-D parameters' gradients.
@@ -171,6 +172,10 @@ class Options:
 
     batch_size: int = DATASET_DEFAULTS["cifar10"]["batch_size"]
     local_epochs: int = _ADMM.local_epochs
+    # the ADMM run: K_max outer iterations of E local epochs, then R masked-retraining iterations of one local
+    # epoch each (`prunex.methods.hsadmm.ADMMMethod.train_iteration`); `epoch_cost` weighs the two
+    iterations: int = _ADMM.iterations
+    retrain_epochs: int = _ADMM.retrain_epochs
     bucket_mb: float = _ADMM.bucket_mb  # hsadmm / flat_admm coalesced buffers, 1e6 bytes (sec. 4.4.2)
     ddp_bucket_mb: float = _DDP.bucket_cap_mb  # DDP bucket_cap_mb, MiB
     ddp_grad_bytes: int = 4  # 2 with --grad-dtype bf16/fp16
@@ -201,6 +206,8 @@ class Options:
         return cls(
             batch_size=cfg.batch_size,
             local_epochs=a.local_epochs,
+            iterations=a.iterations,
+            retrain_epochs=a.retrain_epochs,
             bucket_mb=a.bucket_mb,
             ddp_bucket_mb=cfg.ddp.bucket_cap_mb,
             ddp_grad_bytes=4 if cfg.ddp.grad_dtype == "fp32" else 2,
@@ -319,9 +326,14 @@ def flat_admm_workload(spec: ModelSpec, opts: Options, shard: int) -> Workload:
 
 def ddp_workload(spec: ModelSpec, opts: Options) -> Workload:
     """One DDP step: flat AllReduce per gradient bucket."""
-    buckets = ddp_bucket_sizes((opts.ddp_grad_bytes * p.numel for p in spec.params), int(opts.ddp_bucket_mb * 2**20))
+    # From its second iteration on, DDP buckets the gradients in the order they become ready, i.e. the parameters
+    # in reverse definition order (the Reducer's rebuild after the first backward pass), closing a bucket at the
+    # cap; so the plan is `ddp_bucket_sizes` of the reversed parameters, in launch order. Its last bucket, which
+    # holds the first layers (their gradients are ready last) and cannot overlap the backward pass, is the
+    # remainder `buckets[-1]` (checked against torch's buckets: tests/test_perfmodel.py).
+    grads = [opts.ddp_grad_bytes * p.numel for p in reversed(spec.params)]
+    buckets = ddp_bucket_sizes(grads, int(opts.ddp_bucket_mb * 2**20))
     coll = tuple(Collective("flat", "allreduce", b, tag=f"DDP bucket {i}") for i, b in enumerate(buckets))
-    # DDP launches buckets in reverse definition order: the one holding the first layers goes last
     return Workload("ddp", coll, opts.batch_size, 1, overlap_last_bytes=buckets[-1] if buckets else 0.0)
 
 
@@ -511,8 +523,11 @@ def epoch_cost(
 
     Each rank holds ``shard = floor(D / N)`` samples (DistributedSampler, drop_last) in
     ``ceil(shard / b)`` steps. SGD methods: ``shard c + steps (iteration overheads)``; ADMM methods:
-    one outer iteration (E local epochs + consensus) divided by E. H-SADMM's iteration mixes the
-    dynamic-mask and frozen-mask iterations with weight ``opts.dynamic_fraction``.
+    the run's epochs, K outer iterations T(E) of E local epochs + consensus and R masked-retraining
+    iterations T(1) of one (``opts.iterations``, ``opts.retrain_epochs``), ``(K T(E) + R T(1)) / (K E + R)``,
+    i.e. T(E) / E without retraining. H-SADMM's iterations mix the dynamic-mask and frozen-mask
+    iterations with weight ``opts.dynamic_fraction`` (the share over all K + R iterations, so the mix
+    gives the run's number of mask syncs).
     """
     world = nodes * procs_per_node
     shard = dataset_size // world
@@ -522,7 +537,17 @@ def epoch_cost(
     w = method_workload(method, spec, replace(opts, batch_size=min(opts.batch_size, shard)), world, shard, kept)
     cost = iteration_cost(w, nodes, procs_per_node, net, device, opts)
     outer = method_info(method).outer_iterations  # an outer ADMM iteration of E local epochs
-    if outer:
+    if outer and opts.retrain_epochs:
+        n_outer, n_retrain = opts.iterations, opts.retrain_epochs
+        one = replace(opts, batch_size=min(opts.batch_size, shard), local_epochs=1)
+        retrain = iteration_cost(
+            method_workload(method, spec, one, world, shard, kept), nodes, procs_per_node, net, device, opts
+        ).as_dict()
+        scale = 1.0 / (n_outer * opts.local_epochs + n_retrain)
+        per = {
+            c: n_outer * v + n_retrain * retrain[c] for c, v in cost.as_dict().items() if c.endswith(("_s", "_bytes"))
+        }
+    elif outer:
         scale, per = 1.0 / opts.local_epochs, cost.as_dict()
     else:  # per step: compute by samples, everything else per step
         scale, per = float(steps), cost.as_dict()
