@@ -52,6 +52,10 @@ SUBNET_BASE = "10.213"
 NODE_HOST_OFFSET = 10
 PORT_BASE = 17000
 STEP_DRAIN_TIMEOUT_S = 10.0
+# A node link's token bucket holds one frame or this much traffic, whichever is more (`MiniCluster._tbf_args`):
+# a message after an idle spell gains at most this over a real link of the rate (tc needs a frame; 100 us of
+# traffic keeps the bucket's refills at most 10,000 per second at high rates).
+TBF_BURST_S = 100e-6
 # Slurm holds a requeued job for cred_expire + 1 s (slurm.conf(5), AuthInfo); its default of 120 s
 # suits a real cluster's slow prologs, but on one machine it only delays a requeued job's restart.
 CRED_EXPIRE_S = 10
@@ -288,9 +292,17 @@ class MiniCluster:
             raise MiniClusterError("no free TCP port for slurmctld")
 
     def _tbf_args(self) -> list[str]:
-        """The token bucket of a node link at `inter_bw`."""
-        rate_bps = parse_rate(self.inter_bw)
-        burst = int(max(64 * 1024, 4 * (self.mtu + 14), rate_bps * 1e-3))  # >= 1 ms of traffic
+        """The token bucket of a node link at `inter_bw`, its burst one frame or 100 us of traffic, whichever is
+        larger (`TBF_BURST_S`).
+
+        A message that finds the bucket full crosses its first `burst` bytes at memory speed: a real link of the
+        rate has no such thing. Until 2026-11-28 the burst was at least 64 KiB (and 1 ms of traffic): at the
+        regime logs' 27.85 Mbit/s that was 18.8 ms free per message, and the exchange bench measured every
+        inter-node exchange *below* its bytes over the rate (DDP's step 0.437 s against 0.473 s; bf16 PruneX
+        0.064 against 0.087 s), flattering the smaller messages: bf16 PruneX 6.85x less than DDP's step, 5.57x
+        with a one-frame burst, at which each exchange took its bytes over the rate within 3% (docs/results.md)."""
+        rate_bps = parse_rate(self.inter_bw)  # bytes per second
+        burst = int(max(self.mtu + 14, rate_bps * TBF_BURST_S))
         return ["tbf", "rate", self.inter_bw, "burst", str(burst), "latency", "100ms"]
 
     def _tbf(self, ns: str | None, dev: str, with_netem_s: float) -> None:

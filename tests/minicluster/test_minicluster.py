@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from prunex.minicluster import MiniCluster
+from prunex.minicluster.cluster import TBF_BURST_S, parse_rate
 from prunex.minicluster.host import missing_requirements, requirements_message
 from prunex.minicluster.probe import allreduce_probe
 
@@ -133,6 +134,51 @@ def test_shape_changes_every_link_in_place_and_a_node_reads_its_rate(minicluster
     finally:  # the session cluster's rate for the tests after this one
         assert _cli("shape", "--inter-bw", "1gbit", "--dir", str(minicluster.dir)).returncode == 0
     assert subprocess.run(in_node, capture_output=True, text=True, env=env).stdout.split() == ["1000.0"]
+
+
+RECEIVER = """
+import socket, sys, time
+srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind((sys.argv[1], int(sys.argv[2]))); srv.listen(1); print("ready", flush=True)
+conn, _ = srv.accept(); want, got, first = int(sys.argv[3]), 0, None
+while got < want:
+    chunk = conn.recv(1 << 20)
+    if not chunk:
+        break
+    first = time.perf_counter() if first is None else first
+    got += len(chunk)
+print(got, time.perf_counter() - first, flush=True)
+"""
+SENDER = """
+import socket, sys, time
+s = socket.create_connection((sys.argv[1], int(sys.argv[2]))); time.sleep(0.3)  # idle: the token bucket fills
+s.sendall(b"x" * int(sys.argv[3])); s.close()
+"""
+
+
+def test_a_message_after_an_idle_spell_does_not_beat_the_links_rate(minicluster):
+    """A node link is a link of its rate from the first byte: tc's token bucket lets its burst through at memory
+    speed after an idle spell, so the burst is one frame or 100 us of traffic (review 2026-11-28: it was at least
+    64 KiB and 1 ms of traffic, 125 KB at this 1 Gbit/s, and the exchange bench measured messages faster than their
+    bytes over the rate). 2 MB from node 0 to node 1, timed from its first byte to its last on arrival."""
+    nbytes, port = 2 << 20, minicluster.ctl_port + 7
+    rate = parse_rate(minicluster.inter_bw)  # bytes per second
+    ip = minicluster.node_ip(1)
+    in_node = lambda i: ["ip", "netns", "exec", minicluster.node_name(i), sys.executable, "-c"]  # noqa: E731
+    receiver = subprocess.Popen([*in_node(1), RECEIVER, ip, str(port), str(nbytes)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert receiver.stdout.readline().strip() == "ready"
+        subprocess.run([*in_node(0), SENDER, ip, str(port), str(nbytes)], check=True, timeout=60)
+        got, seconds = receiver.communicate(timeout=60)[0].split()
+    finally:
+        receiver.kill()
+    floor = (nbytes - max(minicluster.mtu + 14, rate * TBF_BURST_S)) / rate  # what the bucket's burst allows
+    print(
+        f"\n{nbytes} B at {minicluster.inter_bw}: {float(seconds) * 1e3:.2f} ms; "
+        f"bytes over the rate {nbytes / rate * 1e3:.2f} ms"
+    )
+    assert int(got) == nbytes
+    assert float(seconds) >= 0.97 * floor, (seconds, floor)
 
 
 def test_submitit_allreduce_intra_vs_inter(minicluster, tmp_path, record_property):
