@@ -171,6 +171,14 @@ def test_ddp_buckets_and_the_last_one_are_torchs():
     assert len(seen) > 2  # several buckets, so the last one is a choice
     assert [c.nbytes for c in w.collectives] == [b for b, _ in seen]
     assert seen[-1][1] == 0 and w.overlap_last_bytes == seen[-1][0]
+    # --grad-dtype bf16: torch's buckets are the same float32 ones, each sent at half its bytes (review 2026-11-28:
+    # the model bucketed 2-byte gradients, half as many buckets of the cap's size)
+    half = workload.ddp_workload(
+        workload.model_spec("resnet20"), workload.Options(ddp_bucket_mb=0.25, ddp_grad_bytes=2)
+    )
+    assert [c.nbytes for c in half.collectives] == [b // 2 for b, _ in seen] and half.overlap_last_bytes == seen[-1][
+        0
+    ] // 2
 
 
 def test_hsadmm_workload_by_hand():

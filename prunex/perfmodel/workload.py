@@ -331,8 +331,10 @@ def ddp_workload(spec: ModelSpec, opts: Options) -> Workload:
     # cap; so the plan is `ddp_bucket_sizes` of the reversed parameters, in launch order. Its last bucket, which
     # holds the first layers (their gradients are ready last) and cannot overlap the backward pass, is the
     # remainder `buckets[-1]` (checked against torch's buckets: tests/test_perfmodel.py).
-    grads = [opts.ddp_grad_bytes * p.numel for p in reversed(spec.params)]
-    buckets = ddp_bucket_sizes(grads, int(opts.ddp_bucket_mb * 2**20))
+    # The buckets hold the float32 gradients whatever goes on the wire: `--grad-dtype bf16|fp16`'s hook casts each
+    # bucket as it is reduced, so it sends as many buckets of half the bytes.
+    grads = [4 * p.numel for p in reversed(spec.params)]
+    buckets = [b * opts.ddp_grad_bytes // 4 for b in ddp_bucket_sizes(grads, int(opts.ddp_bucket_mb * 2**20))]
     coll = tuple(Collective("flat", "allreduce", b, tag=f"DDP bucket {i}") for i, b in enumerate(buckets))
     return Workload("ddp", coll, opts.batch_size, 1, overlap_last_bytes=buckets[-1] if buckets else 0.0)
 
