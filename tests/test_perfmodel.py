@@ -713,3 +713,26 @@ def test_cluster_from_sweep_takes_the_device_of_the_runs_machine_from_a_cluster_
     for key in ("memory_bytes_per_s", "kernel_launch_s"):
         assert device[key]["value"] == before[key]["value"] and device[key]["status"] == "measured"
         assert before[key]["source"] in device[key]["source"] and str(committed) in device[key]["source"]
+
+
+def test_project_compute_from_run_is_forward_backward_and_step(tmp_path: Path, capsys) -> None:
+    """`project --compute-from-run RUN` takes the run's compute per sample as a cluster file's is meant: less the
+    method's own work, which the projection adds back (review 2026-11-28: it took the run's whole logged compute,
+    so an ADMM run's vector work was counted twice)."""
+    from prunex.perfmodel.__main__ import main as perfmodel_main
+    from prunex.perfmodel.calibrate import compute_per_sample, load_cluster, model_compute_per_sample
+
+    root = Path(__file__).resolve().parents[1]
+    cluster_file = root / "saved-logs/local/perfmodel/minicluster-2node-1gbit.json"
+    run = root / "saved-logs/local/strong_scaling/hsadmm-resnet20-1x2"
+    argv = ["project", "--cluster", str(cluster_file), "--model", "resnet20", "--dataset", "digits", "--gpus", "2,4"]
+    argv += ["--extend-to", "0", "--batch-size", "32", "--local-epochs", "1", "--compute-from-run", str(run)]
+    assert perfmodel_main([*argv, "--out", str(tmp_path)]) == 0
+    cluster = load_cluster(cluster_file)
+    want = model_compute_per_sample(run, cluster.mem_bw, cluster.launch_s)
+    assert want < compute_per_sample(run)  # the run's own work is taken off
+    printed = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("compute per sample from"))
+    assert printed.endswith(f"{want * 1e3:.4f} ms"), printed
+    table = pd.read_csv(next(tmp_path.glob("projection_*.csv")))
+    got = table[(table["method"] == "ddp") & (table["gpus"] == 2)]
+    assert got["compute_s"].iloc[0] == pytest.approx(want * got["shard"].iloc[0], rel=1e-9)

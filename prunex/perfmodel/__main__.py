@@ -13,10 +13,10 @@ from prunex.perfmodel.calibrate import (
     SWEEP_TIMES,
     CalibrationError,
     cluster_from_sweep,
-    compute_per_sample,
     device_of,
     load_cluster,
     measure_loopback,
+    model_compute_per_sample,
     read_fit_table,
 )
 from prunex.perfmodel.formulas import Link
@@ -113,8 +113,12 @@ def _project(args: argparse.Namespace) -> int:
     methods = [m for m in args.methods.split(",") if m]
     per_sample = args.compute_s_per_sample
     if args.compute_from_run:
-        per_sample = compute_per_sample(args.compute_from_run)
-        print(f"compute per sample from {args.compute_from_run}: {per_sample * 1e3:.4f} ms")
+        # forward, backward and step, as a cluster file's compute per sample: the run's logged compute less its
+        # method's own work, which the projection adds back for each method (`calibrate.model_compute_per_sample`)
+        per_sample = model_compute_per_sample(args.compute_from_run, cluster.mem_bw, cluster.launch_s)
+        print(
+            f"compute per sample from {args.compute_from_run} (less its method's own work): {per_sample * 1e3:.4f} ms"
+        )
     df = project(cluster, args.model, args.dataset, methods, gpus, opts, per_sample)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -240,7 +244,12 @@ def main(argv: list[str] | None = None) -> int:
         "--dynamic-fraction", type=float, help="hsadmm iterations with a dynamic mask (default: T_freeze / K = 0.25)"
     )
     j.add_argument("--compute-s-per-sample", type=float, default=None, help="override the cluster file's value")
-    j.add_argument("--compute-from-run", metavar="RUN_DIR", help="compute seconds per sample from a run's logs")
+    j.add_argument(
+        "--compute-from-run",
+        metavar="RUN_DIR",
+        help="forward, backward and step seconds per sample from a run's logs (its method's own work taken off), "
+        "for every method",
+    )
     j.add_argument("--inter-beta-scale", type=float, default=None, help="scale the inter-node bandwidth")
     j.add_argument("--out", default="results/perfmodel")
     lb = sub.add_parser("loopback", help="measure this machine's loopback level (gloo) and write a fit table")
