@@ -16,7 +16,7 @@ from prunex.comm import cost as commcost
 from prunex.comm.bucket import Bucketer
 from prunex.comm.volume import group_members, wire_bytes
 from prunex.comm.waitfree import last_arriver_comm
-from prunex.perfmodel import calibrate, formulas, workload
+from prunex.perfmodel import calibrate, formulas, measured, workload
 from prunex.perfmodel.__main__ import main
 from prunex.perfmodel.formulas import Collective, Link, Network
 from prunex.perfmodel.project import project
@@ -526,7 +526,7 @@ def test_cluster_from_sweep_projects_each_method_with_its_own_compute(tmp_path):
         write_run(tmp_path / "a", "ddp", iterations=3),
         write_run(tmp_path / "b", "topk", iterations=3, compute_s=0.25),
     ]
-    raw = calibrate.cluster_from_sweep(fit, name="mc", procs_per_node=2, compute_runs=runs, device=(5e9, 2e-6))
+    raw = measured.cluster_from_sweep(fit, name="mc", procs_per_node=2, compute_runs=runs, device=(5e9, 2e-6))
     (tmp_path / "mc.json").write_text(json.dumps(raw))
     c = calibrate.load_cluster(tmp_path / "mc.json")
     df = project(c, "resnet20", "digits", ("ddp", "topk", "pactrain"), (2, 4)).set_index(["method", "gpus"])
@@ -541,7 +541,7 @@ def test_cluster_from_sweep_projects_each_method_with_its_own_compute(tmp_path):
 def test_cluster_from_sweep_round_trips_through_load_cluster(tmp_path):
     fit = _sweep_fit({"intra": 2, "inter": 2, "flat": 4})
     a, b = write_run(tmp_path / "a", "ddp", iterations=3), write_run(tmp_path / "b", "topk", iterations=3)
-    raw = calibrate.cluster_from_sweep(fit, name="mc", procs_per_node=2, compute_runs=[a, b], device=(5e9, 2e-6))
+    raw = measured.cluster_from_sweep(fit, name="mc", procs_per_node=2, compute_runs=[a, b], device=(5e9, 2e-6))
     path = tmp_path / "mc.json"
     path.write_text(json.dumps(raw))
     c = calibrate.load_cluster(path)
@@ -720,7 +720,8 @@ def test_project_compute_from_run_is_forward_backward_and_step(tmp_path: Path, c
     method's own work, which the projection adds back (review 2026-11-28: it took the run's whole logged compute,
     so an ADMM run's vector work was counted twice)."""
     from prunex.perfmodel.__main__ import main as perfmodel_main
-    from prunex.perfmodel.calibrate import compute_per_sample, load_cluster, model_compute_per_sample
+    from prunex.perfmodel.calibrate import compute_per_sample, load_cluster
+    from prunex.perfmodel.measured import model_compute_per_sample
 
     root = Path(__file__).resolve().parents[1]
     cluster_file = root / "saved-logs/local/perfmodel/minicluster-2node-1gbit.json"

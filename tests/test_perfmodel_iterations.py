@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from prunex.comm.cost import ddp_bucket_sizes, topk_count
-from prunex.perfmodel import calibrate
+from prunex.perfmodel import calibrate, measured
 from prunex.perfmodel.__main__ import main
 from prunex.perfmodel.formulas import Link, Network
 from prunex.perfmodel.iterations import CSV_NAME, ITERATION_COLUMNS, validate_iterations
@@ -81,10 +81,10 @@ def test_sweep_without_intra_level_prices_one_process_per_node_only():
         calibrate.network_from_fit(fit_table())
     net = calibrate.network_from_fit(fit_table(), intra_unused=True)
     assert (net.flat.alpha_s, net.flat.beta) == pytest.approx((ALPHA_CALL / 2, BETA))
-    raw = calibrate.cluster_from_sweep(fit_table(), name="x", procs_per_node=1, device=(1e10, 1e-6))
+    raw = measured.cluster_from_sweep(fit_table(), name="x", procs_per_node=1, device=(1e10, 1e-6))
     assert raw["intra"]["beta_bytes_per_s"]["status"] == "assumption"
     with pytest.raises(calibrate.CalibrationError, match="intra"):
-        calibrate.cluster_from_sweep(fit_table(), name="x", procs_per_node=2, device=(1e10, 1e-6))
+        measured.cluster_from_sweep(fit_table(), name="x", procs_per_node=2, device=(1e10, 1e-6))
 
 
 def test_cli_writes_the_csv_and_skips_two_processes_per_node(tmp_path, capsys):

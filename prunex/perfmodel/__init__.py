@@ -24,8 +24,11 @@ Pieces (each a small set of pure functions and dataclasses):
   Broadcast, AllGather, mask sync and compress/decompress; time per epoch under strong scaling.
 - `prunex.perfmodel.calibrate`: alpha and beta per level from timings (a least-squares fit, the fit
   table of ``prunex.bench.collectives``, or a loopback sweep), compute seconds per sample from a run's
-  steps.parquet, cluster files, and a cluster file of a measured cluster (``cluster_from_sweep``).
+  steps.parquet, and cluster files.
 - `prunex.perfmodel.validate`: predicted vs measured comm_s of logged runs (csv + png).
+- `prunex.perfmodel.measured`: the cluster file of a measured cluster (``cluster_from_sweep``): links from a
+  collective sweep, compute per sample per method from runs less the method's own work (which needs
+  `validate`'s workloads of a run), the device measured here or taken from another cluster file.
 - `prunex.perfmodel.iterations`: predicted vs measured iteration time (compute + overhead + exposed
   communication) of logged runs, compute per sample from one-node runs of the same method (csv).
 - `prunex.perfmodel.project`: Fig. 9 on a described cluster, beside the paper's 6.75x / 5.81x / 3.71x;

@@ -12,15 +12,13 @@ from prunex.perfmodel.calibrate import (
     COMPUTE_STATS,
     SWEEP_TIMES,
     CalibrationError,
-    cluster_from_sweep,
-    device_of,
     load_cluster,
     measure_loopback,
-    model_compute_per_sample,
     read_fit_table,
 )
 from prunex.perfmodel.formulas import Link
 from prunex.perfmodel.iterations import CSV_NAME, format_iteration_table, validate_iterations
+from prunex.perfmodel.measured import cluster_from_sweep, device_of, model_compute_per_sample
 from prunex.perfmodel.project import format_projection, gpu_series, plot_projection, project, with_overrides
 from prunex.perfmodel.validate import format_breakdown, format_table, plot_validation, validate, validate_by_op
 from prunex.perfmodel.workload import Options
@@ -114,7 +112,7 @@ def _project(args: argparse.Namespace) -> int:
     per_sample = args.compute_s_per_sample
     if args.compute_from_run:
         # forward, backward and step, as a cluster file's compute per sample: the run's logged compute less its
-        # method's own work, which the projection adds back for each method (`calibrate.model_compute_per_sample`)
+        # method's own work, which the projection adds back for each method (`measured.model_compute_per_sample`)
         per_sample = model_compute_per_sample(args.compute_from_run, cluster.mem_bw, cluster.launch_s)
         print(
             f"compute per sample from {args.compute_from_run} (less its method's own work): {per_sample * 1e3:.4f} ms"
