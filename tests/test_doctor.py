@@ -15,6 +15,9 @@ import pytest
 from experiments import doctor
 from experiments.all import EXPERIMENTS
 from experiments.common import profile
+from prunex.cluster.doctor import Context, check_cpu_compress
+from prunex.cluster.slurm import SlurmOptions
+from prunex.comm import bucket_kernels
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -74,6 +77,16 @@ def test_a_clean_bill_of_health_exits_0(fake_slurm, data_root, capsys) -> None:
 
     compress = _row(lines, "cpu compress")  # the native kernel's state, never a failure
     assert compress.split()[0] == ("ok" if native.available() else "--"), compress
+
+
+def test_with_device_cuda_the_compress_row_names_the_gpus_bucket_path() -> None:
+    """Review (2026-11-28): with `--device cuda` the row said the GPU compresses by index_select, while a GPU round
+    packs each bucket with one Triton kernel wherever Triton imports (`BucketShrinkPlan`)."""
+    ctx = Context("paper", "slurm", "cuda", SlurmOptions(), "data", None)
+    row = check_cpu_compress(ctx)
+    assert row.status == "--" and row.detail.startswith("not used: the GPU packs and unpacks with"), row
+    assert ("one Triton kernel per bucket" in row.detail) == bucket_kernels.available(), row
+    assert ("index_select / index_copy_ per bucket" in row.detail) == (not bucket_kernels.available()), row
 
 
 def test_only_checks_and_estimates_the_selected_experiments(fake_slurm, data_root, capsys) -> None:

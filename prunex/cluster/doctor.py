@@ -168,9 +168,18 @@ def check_nccl(ctx: Context) -> Check:
 
 def check_cpu_compress(ctx: Context) -> Check:
     """Whether H-SADMM's compress on the CPU runs the native kernel (never a failure: the torch path
-    gives the same bytes, slower)."""
+    gives the same bytes, slower). With ``--device cuda``, which way the GPU packs and unpacks a bucket
+    instead (`prunex.comm.shrink.BucketShrinkPlan`): Triton's kernels where Triton imports, else torch's
+    index ops over the bucket, the same bytes."""
     if ctx.device == "cuda":
-        return Check("cpu compress", NA, "not used: compress runs on the GPU (index_select)")
+        from prunex.comm import bucket_kernels  # lazy: torch and Triton; the doctor starts, and reports, without them
+
+        how = (
+            "one Triton kernel per bucket (prunex.comm.bucket_kernels)"
+            if bucket_kernels.available()
+            else "torch's index_select / index_copy_ per bucket (Triton does not import here)"
+        )
+        return Check("cpu compress", NA, f"not used: the GPU packs and unpacks with {how}")
     from prunex.comm import native  # lazy: torch; the doctor starts, and reports, without it
 
     reason = native.unavailable_reason()
