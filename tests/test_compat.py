@@ -3,6 +3,9 @@
 import pytest
 
 from prunex.cluster.compat import (
+    VOLTA_INDEX,
+    VOLTA_TORCH,
+    VOLTA_TORCHVISION,
     UnsupportedEnvironment,
     arch_runs_on,
     check_cuda_arch,
@@ -45,6 +48,11 @@ def test_cuda13_build_on_a_v100_is_refused_naming_build_gpu_and_remedy() -> None
     for part in ("2.14.1+cu130", "CUDA 13.0", "sm_75", "sm_120", "Tesla V100-SXM2-32GB", "7.0", "sm_70"):
         assert part in msg, part
     assert "module load pytorch" in msg and "CUDA 12" in msg
+    # an exact pair to install, inside the range this code supports (issue 27: the advice named none)
+    assert f"pip install torch=={VOLTA_TORCH} torchvision=={VOLTA_TORCHVISION} --index-url {VOLTA_INDEX}" in msg
+    assert VOLTA_INDEX.endswith("/cu126")
+    check_torch_version(VOLTA_TORCH)
+    check_cuda_arch(CU126_ARCHS, (7, 0), torch_version=f"{VOLTA_TORCH}+cu126", cuda_version="12.6", gpu="V100")
 
 
 @pytest.mark.parametrize("capability", [(8, 0), (9, 0), (12, 0)])  # A100, H100, RTX 50xx: covered

@@ -33,10 +33,15 @@ TORCH_MIN = (2, 3)
 TORCH_BELOW = (3, 0)
 TORCH_EXCLUDED = {(2, 7, 0): "its NCCL initialisation with device_id can hang (pytorch/pytorch#153960)"}
 TORCH_RANGE = ">=2.3, <3, !=2.7.0"
-# what to do when a build has no kernels for the GPU, by the GPU's architecture
+# What to do when a build has no kernels for the GPU, by the GPU's architecture. On Volta: an exact pair whose
+# CUDA 12.6 wheels carry sm_70 (PyTorch 2.11's CUDA support matrix, RELEASE.md: 12.6 builds keep Maxwell, Pascal
+# and Volta, the 12.8 and 13.0 builds start at Turing) and torch 2.11.0 is a release `tests/gpu` ran on (its
+# CUDA 13.0 build, on an H200: saved-logs/gpu/h200-2026-11-28); torchvision 0.26 is torch 2.11's.
+VOLTA_TORCH, VOLTA_TORCHVISION = "2.11.0", "0.26.0"
+VOLTA_INDEX = "https://download.pytorch.org/whl/cu126"
 VOLTA_ADVICE = (
-    "CUDA 13 builds dropped Volta: use the site's PyTorch module (e.g. `module load pytorch`) or a torch "
-    "built with CUDA 12.x (pip install torch --index-url https://download.pytorch.org/whl/cu126)"
+    "CUDA 13 builds dropped Volta: use the site's PyTorch module (e.g. `module load pytorch`) or a CUDA 12.6 "
+    f"build: pip install torch=={VOLTA_TORCH} torchvision=={VOLTA_TORCHVISION} --index-url {VOLTA_INDEX}"
 )
 
 
