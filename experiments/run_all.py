@@ -232,6 +232,13 @@ def probe_command(results: str, env: dict[str, str]) -> list[str]:
     return cmd + (["--dataset", env["PRUNEX_LOCAL_DATASET"]] if env.get("PRUNEX_LOCAL_DATASET") else [])
 
 
+def preflight_command(profile: str, cluster_args: list[str], only: str) -> list[str]:
+    """The doctor's check before anything goes to Slurm: the profile's runs on the Slurm executor, with the
+    cluster options, and only the experiments `--only` selects (the GPU-hours it prints are theirs)."""
+    args = ["--profile", profile, "--executor", "slurm", *cluster_args] + (["--only", only] if only else [])
+    return py("experiments.doctor", *args)
+
+
 def regime_value(results: str, key: str) -> Any:
     """A value of RESULTS/regime.json, written by `python -m prunex.cluster.regime probe`."""
     with open(f"{results}/regime.json") as f:
@@ -310,8 +317,7 @@ def submit_driver(
         return 2
     if not kids.env.get("PRUNEX_MINICLUSTER_DIR"):  # what the driver would check first, checked before it is queued
         say("preflight check before submitting the driver (python -m experiments.doctor)")
-        doctor = ["--profile", profile, "--executor", "slurm", *cluster_args] + (["--only", only] if only else [])
-        if kids.step(py("experiments.doctor", *doctor)) != 0:
+        if kids.step(preflight_command(profile, cluster_args, only)) != 0:
             say("the preflight check failed (see 'first to fix' above); nothing was submitted")
             return 1
     os.makedirs(results, exist_ok=True)
@@ -467,8 +473,7 @@ def main_job(argv: list[str], kids: Children) -> int:
         args += ["--executor", executor]
     if executor == "slurm" and not kids.env.get("PRUNEX_MINICLUSTER_DIR"):
         say("preflight check before submitting to Slurm (python -m experiments.doctor)")
-        doctor = ["--profile", profile, "--executor", "slurm", *cluster_args] + (["--only", only] if only else [])
-        if kids.step(py("experiments.doctor", *doctor)) != 0:
+        if kids.step(preflight_command(profile, cluster_args, only)) != 0:
             say("the preflight check failed (see 'first to fix' above); nothing was submitted")
             return 1
     if detach:

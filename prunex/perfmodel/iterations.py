@@ -161,8 +161,8 @@ def resolve_compute(
         vals = [compute_per_sample(r.path, stat=stat) for r in other]
         names = ", ".join(r.run_id for r in other)
         return ComputeSource(statistics.median(vals), f"named run(s) {names} (other methods)")
-    if cluster is not None and cluster.compute_for(model, run.method) is not None:
-        return ComputeSource(cluster.compute_for(model, run.method), f"cluster {cluster.name}")
+    if cluster is not None and (per_sample := cluster.compute_for(model, run.method)) is not None:
+        return ComputeSource(per_sample, f"cluster {cluster.name}")
     raise CalibrationError(
         f"{run.run_id}: no compute per sample for {run.method} on {model}: no run of it on 1 node x "
         f"{run.procs} process(es) under the results, none named (--compute-from-run), no cluster file value"
