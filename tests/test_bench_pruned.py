@@ -52,3 +52,54 @@ def test_a_variants_report_sets_each_seed_beside_its_own_dense_model() -> None:
     assert dense == "dense DDP: median 81.0% (range 80.0-82.0)"
     assert "keep 0.5, rho_max 0.2 (variant, no target): H-SADMM median 78.8% (range 78.5-79.0)" in line
     assert "2.2 points below dense (per seed 3.0, 1.5)" in line and "froze after iteration 2, 2" in line, line
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--budget-scale", "0"], "--budget-scale must be a whole number >= 1, got 0"),
+        (["--budget-scale", "2", "--rho-max", "0.2"], "--budget-scale and --rho-max are variants of their own"),
+    ],
+)
+def test_a_bad_budget_variant_is_one_line_before_any_launch(
+    argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = tmp_path / "results"
+    assert pruned.main([*argv, "--results", str(results)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+    assert not results.exists()
+
+
+def test_the_budget_variant_scales_every_epoch_count_after_the_start() -> None:
+    admm = pruned.scaled_admm(2, channel_keep=0.5)
+    assert (admm.iterations, admm.freeze_iteration, admm.retrain_epochs) == (10, 6, 6)
+    assert admm.iterations * admm.local_epochs + admm.retrain_epochs == 2 * pruned.BUDGET_EPOCHS
+    assert (admm.rho_intra, admm.rho_inter, admm.rho_max, admm.channel_keep) == (0.05, 0.005, pruned.ADMM.rho_max, 0.5)
+    assert pruned.scaled_admm(1) == pruned.ADMM
+
+
+def test_the_budget_variants_report_compares_runs_of_its_own_budget_and_judges_nothing() -> None:
+    budget = 2 * pruned.BUDGET_EPOCHS
+    rows = [  # the fixed budget's dense run of seed 0 is in the table too, and must not be read
+        {"seed": 0, "run": "ddp-s0", "method": "ddp", "epochs": pruned.BUDGET_EPOCHS, "acc_pct": 70.0}
+    ]
+    for s, dense, hs, ptf in ((0, 84.0, 80.0, 82.0), (1, 83.0, 81.0, 81.5)):
+        rows += [
+            {"seed": s, "run": f"ddp-x2-s{s}", "method": "ddp", "epochs": budget, "acc_pct": dense},
+            {
+                "seed": s,
+                "run": f"hsadmm-keep0.5-x2-s{s}",
+                "method": "hsadmm",
+                "epochs": budget,
+                "acc_pct": hs,
+                "froze_after": 3,
+                "freeze_reason": "settled",
+                "drift_zero_from": 1.0,
+            },
+            {"seed": s, "run": f"ptf-keep0.5-x2-s{s}", "method": "prune_finetune", "epochs": budget, "acc_pct": ptf},
+        ]
+    (dense, line), ok = pruned.verdicts(pd.DataFrame(rows), (0.5,), scale=2)
+    assert dense == "dense DDP: median 83.5% (range 83.0-84.0)"
+    assert "3.0 points below dense (per seed 4.0, 2.0; target <= 5, collapsed seeds none): variant, not judged" in line
+    assert "vs prune-then-finetune -1.2 points (range -2.0 to -0.5" in line and "settled, settled" in line, line
