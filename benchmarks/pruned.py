@@ -32,6 +32,13 @@ targets:
 the configuration fixed before the runs. The variant the docs report (docs/hsadmm.md) is R = 0.2, the paper's cap
 on the step's pull towards the anchor, eta rho_max = 1e-3 x 10 (sec. 5.1.5), at this benchmark's eta = 0.05.
 
+`--method flat_admm` and `--admm FIELD=VALUE` (repeatable: any `ADMMConfig` field but the budget's and the keep's)
+are a third stated variant, made to tell apart what the consensus costs: the named method with the named fields
+changed runs beside the fixed configuration's ``hsadmm-keepK-sS`` (found done when `--results` holds it) from the
+same start, for the same steps (with `--budget-scale N` too), e.g. ``hsadmm-keep1-x2-rho-schedule=balance-sS`` or
+``flat-admm-keep1-x2-sS``; it is reported against dense DDP and per seed against the fixed configuration's run, no
+target judged. `--rho-max R` stays the same as `--admm rho_max=R` with its own run names.
+
 Every accuracy is the final model's (the one `final_model.pt` holds and `prunex.pruning.export` exports) on the
 whole 10,000-image test split. Targets (issue 26, after the paper's 4.6-point drop at 50% channels): the
 median over seeds of H-SADMM's accuracy within `TARGET_GAP[K]` points of dense DDP's, and no seed
@@ -52,6 +59,8 @@ Run::
     PRUNEX_METHODS=examples.local_sgd PYTHONPATH=. python -m benchmarks.pruned --keeps 1,0.5,0.25  # the controls
     PYTHONPATH=. python -m benchmarks.pruned --keeps 1,0.5 --rho-max 0.2  # a variant: the penalties' cap
     PYTHONPATH=. python -m benchmarks.pruned --keeps 0.5 --budget-scale 2  # a variant: twice the budget
+    PYTHONPATH=. python -m benchmarks.pruned --keeps 1 --budget-scale 2 --admm rho_schedule=balance  # the consensus
+    PYTHONPATH=. python -m benchmarks.pruned --keeps 1 --budget-scale 2 --method flat_admm
 
 Exit code 1 when a target is missed.
 """
@@ -59,12 +68,14 @@ Exit code 1 when a target is missed.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -86,6 +97,58 @@ assert ADMM.iterations * ADMM.local_epochs + ADMM.retrain_epochs == BUDGET_EPOCH
 KEEPS = (0.5, 0.25)
 TARGET_GAP = {0.5: 5.0, 0.25: 10.0}  # points below dense DDP
 LOCAL_SGD = "local_sgd_epoch"  # the keep-1 control's method, registered by examples.local_sgd
+ADMM_METHODS = ("hsadmm", "flat_admm")
+# `--admm` cannot change these: the budget (SGD steps per rank, the same for every method) and the keep (`--keeps`)
+FIXED_FIELDS = ("iterations", "local_epochs", "freeze_iteration", "retrain_epochs", "channel_keep")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A stated variant of the consensus (`--method`, `--admm`): which ADMM method runs, with which `ADMMConfig`
+    fields changed from `ADMM`."""
+
+    method: str = "hsadmm"
+    overrides: tuple[tuple[str, object], ...] = ()
+
+    def __bool__(self) -> bool:
+        return self.method != "hsadmm" or bool(self.overrides)
+
+    def run_name(self, keep: float, tag: str, seed: int) -> str:
+        """E.g. ``hsadmm-keep1-x2-rho-schedule=balance-s0``, ``flat-admm-keep1-x2-s0`` (run names have no "_")."""
+        changed = "".join(f"-{f.replace('_', '-')}={v}" for f, v in self.overrides)
+        return f"{self.method.replace('_', '-')}-keep{keep:g}{tag}{changed}-s{seed}"
+
+    def label(self) -> str:
+        return ", ".join([self.method, *(f"{f}={v}" for f, v in self.overrides)])
+
+
+def parse_variant(method: str, settings: list[str]) -> Variant:
+    """`--method` and the `--admm FIELD=VALUE` settings, each value of its field's type; `ValueError` (one line)
+    for an unknown method or field, a field of the budget or the keep, or a value `ADMMConfig` refuses."""
+    if method not in ADMM_METHODS:
+        raise ValueError(f"--method must be one of {', '.join(ADMM_METHODS)}, got {method!r}")
+    kinds = {f.name: type(getattr(ADMM, f.name)) for f in dataclasses.fields(ADMMConfig)}
+    overrides: dict[str, object] = {}
+    for setting in settings:
+        name, sep, text = setting.partition("=")
+        if not sep or name not in kinds:
+            raise ValueError(f"--admm takes FIELD=VALUE with FIELD an ADMMConfig field, got {setting!r}")
+        if name in FIXED_FIELDS:
+            raise ValueError(f"--admm {name}: the budget and the keep are the benchmark's (--budget-scale, --keeps)")
+        kind = kinds[name]
+        if kind not in (bool, int, float, str):  # a field whose default is None (`layers`, `average_bn_stats`)
+            raise ValueError(f"--admm {name}: not a variant this benchmark runs (its default is {getattr(ADMM, name)})")
+        if kind is bool:
+            if text not in ("true", "false"):
+                raise ValueError(f"--admm {name} takes true or false, got {text!r}")
+            overrides[name] = text == "true"
+        else:
+            try:
+                overrides[name] = kind(text)
+            except ValueError:
+                raise ValueError(f"--admm {name} takes a {kind.__name__}, got {text!r}") from None
+    ADMMConfig(**{**ADMM.__dict__, **overrides})  # a value the configuration refuses, refused here
+    return Variant(method, tuple(overrides.items()))
 
 
 def _config(name: str, method: str, seed: int, root: Path, data_root: str, **fields: object) -> RunConfig:
@@ -122,7 +185,7 @@ def _final(run_dir: Path) -> dict[str, float]:
         out["drift_zero_from"] = zero
     residuals = run_dir / "residuals.parquet"
     if residuals.exists():  # the intra-node penalty each iteration ran with, median over the layers
-        r = pd.read_parquet(residuals).query("level == 'intra' and rank == 0")
+        r = pd.read_parquet(residuals).query("level in ('intra', 'flat') and rank == 0")  # flat_admm: one level
         out["rho1_by_iteration"] = " ".join(f"{v:.3g}" for v in r.groupby("iteration")["rho"].median())
     return out
 
@@ -140,6 +203,7 @@ def run_seed(
     keeps: tuple[float, ...] = KEEPS,
     rho_max: float = ADMM.rho_max,
     scale: int = 1,
+    consensus: Variant = Variant(),
 ) -> list[dict[str, object]]:
     variant = rho_max != ADMM.rho_max
     budget = BUDGET_EPOCHS * scale
@@ -150,8 +214,8 @@ def run_seed(
         t0 = time.monotonic()
         run_dir = launch(_config(name, method, seed, root, data_root, **fields), echo=False)
         row = {"seed": seed, "run": name, "method": method, "epochs": epochs_label, **_final(run_dir)}
-        if method == "hsadmm":
-            row["rho_max"] = rho_max
+        if isinstance(admm := fields.get("admm"), ADMMConfig):
+            row["rho_max"] = admm.rho_max
         row["minutes"] = (time.monotonic() - t0) / 60
         rows.append(row)
         print(json.dumps(row), flush=True)
@@ -163,6 +227,10 @@ def run_seed(
     for k in keeps:
         hs = f"hsadmm-keep{k:g}-rhomax{rho_max:g}-s{seed}" if variant else f"hsadmm-keep{k:g}{tag}-s{seed}"
         go(hs, "hsadmm", budget, init_from=start, admm=scaled_admm(scale, channel_keep=k, rho_max=rho_max), export=True)
+        if consensus:  # beside the fixed configuration's run of its budget, from the same start
+            admm = scaled_admm(scale, channel_keep=k, **dict(consensus.overrides))
+            go(consensus.run_name(k, tag, seed), consensus.method, budget, init_from=start, admm=admm, export=True)
+            continue
         if variant:  # compared with the dense runs and with the fixed configuration's saved runs
             continue
         if k == 1.0:  # the controls: prune-then-finetune would be the dense DDP run again
@@ -241,6 +309,36 @@ def variant_lines(df: pd.DataFrame, keeps: tuple[float, ...], rho_max: float) ->
     return lines
 
 
+def consensus_lines(df: pd.DataFrame, keeps: tuple[float, ...], scale: int, consensus: Variant) -> list[str]:
+    """The report of a `--method` / `--admm` variant: per keep, the fixed configuration's H-SADMM and the variant
+    against dense DDP of the same budget, and the variant against the fixed configuration per seed; no target."""
+    dense = df[(df["method"] == "ddp") & (df["epochs"] == BUDGET_EPOCHS * scale)].set_index("seed")["acc_pct"]
+    lines = [f"dense DDP: median {dense.median():.1f}% (range {dense.min():.1f}-{dense.max():.1f})"]
+    tag = f"-x{scale}" if scale != 1 else ""
+    for k in keeps:
+        names = {s: (f"hsadmm-keep{k:g}{tag}-s{s}", consensus.run_name(k, tag, s)) for s in dense.index}
+        fixed = df[df["run"].isin([a for a, _ in names.values()])].set_index("seed")
+        var = df[df["run"].isin([b for _, b in names.values()])].set_index("seed")
+        below = dense - fixed["acc_pct"]
+        lines.append(
+            f"keep {k:g}, the fixed configuration: H-SADMM median {fixed['acc_pct'].median():.1f}% (range "
+            f"{fixed['acc_pct'].min():.1f}-{fixed['acc_pct'].max():.1f}), {statistics.median(below):.1f} points below "
+            f"dense (per seed {', '.join(f'{g:.1f}' for g in below)})"
+        )
+        gap, gain = dense - var["acc_pct"], var["acc_pct"] - fixed["acc_pct"]
+        frozen = var.dropna(subset=["froze_after"]) if "froze_after" in var else var.iloc[:0]
+        lines.append(
+            f"keep {k:g}, {consensus.label()} (variant, no target): median {var['acc_pct'].median():.1f}% (range "
+            f"{var['acc_pct'].min():.1f}-{var['acc_pct'].max():.1f}), {statistics.median(gap):.1f} points below dense "
+            f"(per seed {', '.join(f'{g:.1f}' for g in gap)}); against the fixed configuration "
+            f"{statistics.median(gain):+.1f} points (per seed {', '.join(f'{g:+.1f}' for g in gain)}); rho_1 per "
+            f"iteration (median over layers, seed {int(var.index[0])}) {var['rho1_by_iteration'].iloc[0]}; froze after "
+            f"iteration {', '.join(str(int(v)) for v in frozen['froze_after']) or '-'} "
+            f"({', '.join(frozen['freeze_reason']) or '-'})"
+        )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", default="0,1,2")
@@ -254,8 +352,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--budget-scale", type=int, default=1, help="every epoch count after the start times N: a stated variant"
     )
+    ap.add_argument("--method", default="hsadmm", help=f"the consensus method, one of {', '.join(ADMM_METHODS)}")
+    ap.add_argument(
+        "--admm", action="append", default=[], metavar="FIELD=VALUE", help="an ADMMConfig field changed (repeatable)"
+    )
     args = ap.parse_args(argv)
     try:
+        consensus = parse_variant(args.method, args.admm)
+        if consensus and args.rho_max != ADMM.rho_max:
+            raise ValueError("--rho-max and --method/--admm are variants of their own: give --admm rho_max=R instead")
         if args.budget_scale < 1:
             raise ValueError(f"--budget-scale must be a whole number >= 1, got {args.budget_scale}")
         if args.budget_scale != 1 and args.rho_max != ADMM.rho_max:
@@ -268,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         variant = args.rho_max != ADMM.rho_max
         ADMMConfig(**{**ADMM.__dict__, "rho_max": args.rho_max})  # a cap below the initial penalties is refused here
-        if 1.0 in keeps and LOCAL_SGD not in METHOD_NAMES and not variant:
+        if 1.0 in keeps and LOCAL_SGD not in METHOD_NAMES and not (variant or consensus):
             raise ValueError(f"--keeps 1 runs the local SGD control: set {PLUGINS_ENV}=examples.local_sgd")
         load_dataset(DATASET, args.data_root or None, train=False)  # present (or unpacked) before any launch
     except (ValueError, OSError) as e:
@@ -283,13 +388,21 @@ def main(argv: list[str] | None = None) -> int:
         f"{budget * steps} SGD steps per rank for every method; seeds {seeds}",
         flush=True,
     )
-    rows = [row for s in seeds for row in run_seed(s, root, args.data_root, keeps, args.rho_max, args.budget_scale)]
+    rows = [
+        row
+        for s in seeds
+        for row in run_seed(s, root, args.data_root, keeps, args.rho_max, args.budget_scale, consensus)
+    ]
     df = pd.DataFrame(rows)
     df["sgd_steps_per_rank"] = df["epochs"] * steps
     df["hardware"] = hardware_name("cpu")
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         df.to_csv(args.out, index=False)
+    if consensus:
+        print("\n".join(consensus_lines(df, keeps, args.budget_scale, consensus)))
+        print(f"runs in {root}")
+        return 0
     if variant:
         print("\n".join(variant_lines(df, keeps, args.rho_max)))
         print(f"runs in {root}")
