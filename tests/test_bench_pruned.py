@@ -103,3 +103,69 @@ def test_the_budget_variants_report_compares_runs_of_its_own_budget_and_judges_n
     assert dense == "dense DDP: median 83.5% (range 83.0-84.0)"
     assert "3.0 points below dense (per seed 4.0, 2.0; target <= 5, collapsed seeds none): variant, not judged" in line
     assert "vs prune-then-finetune -1.2 points (range -2.0 to -0.5" in line and "settled, settled" in line, line
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--method", "ddp"], "--method must be one of hsadmm, flat_admm, got 'ddp'"),
+        (["--admm", "rho_schedule"], "--admm takes FIELD=VALUE with FIELD an ADMMConfig field, got 'rho_schedule'"),
+        (["--admm", "retrain_epochs=9"], "--admm retrain_epochs: the budget and the keep are the benchmark's"),
+        (["--admm", "channel_keep=0.3"], "--admm channel_keep: the budget and the keep are the benchmark's"),
+        (["--admm", "adaptive_rho=1"], "--admm adaptive_rho takes true or false, got '1'"),
+        (["--admm", "rho_intra=big"], "--admm rho_intra takes a float, got 'big'"),
+        (["--admm", "rho_schedule=fast"], "rho_schedule must be one of grow, balance, got 'fast'"),
+        (["--admm", "layers=conv*"], "--admm layers: not a variant this benchmark runs"),
+        (["--admm", "rho_max=0.2", "--rho-max", "0.2"], "--rho-max and --method/--admm are variants of their own"),
+    ],
+)
+def test_a_bad_consensus_variant_is_one_line_before_any_launch(
+    argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = tmp_path / "results"
+    assert pruned.main(["--keeps", "1", *argv, "--results", str(results)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+    assert not results.exists()
+
+
+def test_a_consensus_variant_has_typed_settings_and_run_names_of_its_own() -> None:
+    plain = pruned.parse_variant("hsadmm", [])
+    assert not plain and plain.run_name(1.0, "-x2", 0) == "hsadmm-keep1-x2-s0"  # the fixed configuration's run
+    v = pruned.parse_variant("hsadmm", ["rho_schedule=balance", "adaptive_rho=false", "rho_mu=4"])
+    assert v and v.overrides == (("rho_schedule", "balance"), ("adaptive_rho", False), ("rho_mu", 4.0))
+    assert v.run_name(0.5, "", 2) == "hsadmm-keep0.5-rho-schedule=balance-adaptive-rho=False-rho-mu=4.0-s2"
+    flat = pruned.parse_variant("flat_admm", [])
+    assert flat and flat.run_name(1.0, "-x2", 1) == "flat-admm-keep1-x2-s1" and flat.label() == "flat_admm"
+    for name in (v.run_name(0.5, "", 2), flat.run_name(1.0, "-x2", 1)):
+        pruned._config(name, "hsadmm", 0, Path("r"), "")  # RunConfig accepts the name
+
+
+def test_a_consensus_variants_report_compares_each_seed_with_the_fixed_configuration() -> None:
+    budget = 2 * pruned.BUDGET_EPOCHS
+    variant = pruned.parse_variant("flat_admm", [])
+    rows = [{"seed": 0, "run": "ddp-s0", "method": "ddp", "epochs": pruned.BUDGET_EPOCHS, "acc_pct": 70.0}]
+    for s, dense, fixed, var in ((0, 85.0, 78.0, 81.0), (1, 84.0, 79.0, 78.5)):
+        rows += [
+            {"seed": s, "run": f"ddp-x2-s{s}", "method": "ddp", "epochs": budget, "acc_pct": dense},
+            {"seed": s, "run": f"hsadmm-keep1-x2-s{s}", "method": "hsadmm", "epochs": budget, "acc_pct": fixed},
+            {
+                "seed": s,
+                "run": f"flat-admm-keep1-x2-s{s}",
+                "method": "flat_admm",
+                "epochs": budget,
+                "acc_pct": var,
+                "froze_after": 5,
+                "freeze_reason": "T_freeze",
+                "rho1_by_iteration": "0.05 0.1",
+            },
+        ]
+    dense, fixed, line = pruned.consensus_lines(pd.DataFrame(rows), (1.0,), 2, variant)
+    assert dense == "dense DDP: median 84.5% (range 84.0-85.0)"
+    assert (
+        fixed == "keep 1, the fixed configuration: H-SADMM median 78.5% (range 78.0-79.0), 6.0 points below dense "
+        "(per seed 7.0, 5.0)"
+    ), fixed
+    assert "keep 1, flat_admm (variant, no target): median 79.8% (range 78.5-81.0), 4.8 points below dense" in line
+    assert "(per seed 4.0, 5.5); against the fixed configuration +1.2 points (per seed +3.0, -0.5)" in line, line
+    assert "froze after iteration 5, 5 (T_freeze, T_freeze)" in line, line
