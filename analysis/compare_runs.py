@@ -3,9 +3,10 @@
     python -m analysis.compare_runs RESULTS/runs saved-logs/regime/runs --out runs.csv
 
 Each run of the first directory is paired with the run of the second that has the same training: the same
-`config.json` but for what does not change a run's training (`NOT_TRAINING`: the link, the evaluation
-cadence (since 4a83fde evaluating draws none of training's random numbers), paths, the experiment that asked
-for it; a start `init_from` is compared by the start run's name without its hash). Per pair: the final test
+`config.json`, read as a `RunConfig` (so a field added after a run was made holds its default, the behaviour the
+run had), but for what does not change a run's training (`NOT_TRAINING`: the link, the evaluation cadence (since
+4a83fde evaluating draws none of training's random numbers), paths, the experiment that asked for it; a start
+`init_from` is compared by the start run's name without its hash). Per pair: the final test
 accuracy and training `wall_s` of each, and whether the first logged training loss and all of them are
 bitwise equal. Across CPUs of other generations the losses need not
 be: oneDNN and MKL pick other kernels, a first loss can differ in its last bits, and training amplifies it
@@ -24,7 +25,7 @@ import pandas as pd
 
 from analysis.common import last_test_acc
 from prunex.cluster.exits import one_line
-from prunex.training.config import ArgumentParser
+from prunex.training.config import ArgumentParser, ConfigError, RunConfig
 from prunex.training.log import LogError, read_parquet
 
 NOT_TRAINING = ("results", "data_root", "link", "eval_every", "experiment", "init_from", "name")
@@ -37,9 +38,14 @@ class CompareError(ValueError):
 
 def training_key(run: Path) -> str:
     """What decides a run's training, from its config.json, as one comparable string."""
-    config = json.loads((run / "config.json").read_text())
+    try:  # through RunConfig: a field added after the run was made holds its default (the behaviour it had)
+        raw = json.loads((run / "config.json").read_text())
+        start = raw.get("init_from") or ""  # compared by name below, whatever form it was written in
+        raw["init_from"] = Path(start).name if start else ""
+        config = RunConfig.from_dict(raw).to_dict()
+    except (ConfigError, json.JSONDecodeError, AttributeError) as e:
+        raise CompareError(f"{run}: config.json: {one_line(e)}") from None
     key = {k: v for k, v in config.items() if k not in NOT_TRAINING}
-    start = config.get("init_from") or ""
     key["init_from"] = Path(start).name.rsplit("-", 1)[0] if start else ""  # the start's run name, no hash
     return json.dumps(key, sort_keys=True)
 

@@ -48,7 +48,14 @@ def _run(rank: int, tmp: str, admm: ADMMConfig, bn_batches: int) -> dict:
     model = TinyBN()
     ctx = Context(cfg, topo, groups, comm, torch.device("cpu"), model, data, RunLog(tmp, rank))
     method = method_class("hsadmm")(ctx)
-    out: dict = {"buffers_in_consensus": sorted(method.engine.buffers)}
+    out: dict = {"buffers_in_consensus": sorted(method.engine.buffers), "starts_at_z": []}
+    train = method.local_training
+
+    def local_training(epochs: int) -> float:  # where each phase 1 starts
+        out["starts_at_z"].append(all(torch.equal(method.engine.z[n], p) for n, p in model.named_parameters()))
+        return train(epochs)
+
+    method.local_training = local_training
     for k in range(2):  # one SGD step per outer iteration (one batch per rank)
         comm.iteration = k
         method.train_iteration(k)
@@ -70,6 +77,15 @@ def test_momentum_policy(policy: str, tmp_path: Path) -> None:
         # weight decay 0 and one step per phase 1: a reset buffer is exactly the step's (proximal) gradient,
         # a carried one also holds 0.9 x the previous outer iteration's
         assert r["momentum_is_last_grad"] == (policy == "reset")
+
+
+@pytest.mark.parametrize("start", ["theta", "z"])
+def test_phase1_starts_from_the_ranks_own_theta_or_from_z(start: str, tmp_path: Path) -> None:
+    # both outer iterations dynamic (the freeze restarts theta from z whatever the start); iteration 0 starts from
+    # the initialisation, which z is a copy of
+    admm = ADMMConfig(iterations=2, local_epochs=1, phase1_start=start, freeze_iteration=2)
+    for r in run_distributed(_run, 2, str(tmp_path), admm, 2):
+        assert r["starts_at_z"] == [True, start == "z"]
 
 
 @pytest.mark.parametrize("bn_batches, average", [(2, None), (0, None), (2, True)])

@@ -61,3 +61,25 @@ def test_a_run_without_partner_or_log_is_refused_in_one_line(tmp_path: Path, cap
     with pytest.raises(CompareError, match="not a finished run"):
         compare(new, saved)
     assert main([str(tmp_path / "missing"), str(saved)]) == 2
+
+
+def test_a_field_added_after_a_saved_run_pairs_at_its_default(tmp_path: Path) -> None:
+    """A saved config.json written before `admm.phase1_start` existed is the same training as a new one that holds
+    the field's default (the behaviour the saved run had), and not as one that changes it."""
+    new, saved = tmp_path / "new", tmp_path / "saved"
+    admm = {"iterations": 2, "local_epochs": 1}
+    _run(saved, "h-2", [1.0], [0.5], method="hsadmm", admm=admm)
+    _run(new, "h-1", [1.0], [0.5], method="hsadmm", admm=admm | {"phase1_start": "theta"})
+    assert compare(new, saved).set_index("run").loc["h-1", "saved_run"] == "h-2"
+    _run(new, "h-3", [1.0], [0.5], method="hsadmm", admm=admm | {"phase1_start": "z"})
+    with pytest.raises(CompareError, match="h-3: no run of the same training"):
+        compare(new, saved)
+
+
+def test_a_config_the_library_refuses_is_one_line(tmp_path: Path) -> None:
+    new, saved = tmp_path / "new", tmp_path / "saved"
+    _run(saved, "a-2", [2.5], [0.5])
+    _run(new, "a-1", [2.5], [0.5], admm={"phase1_start": "anywhere"})
+    with pytest.raises(CompareError, match="a-1: config.json: phase1_start must be one of theta, z") as e:
+        compare(new, saved)
+    assert "\n" not in str(e.value)

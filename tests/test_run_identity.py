@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import json
 import os
 from pathlib import Path
 
@@ -17,6 +18,23 @@ from experiments import cli
 from prunex.cluster.rundir import experiment_path, link_run, run_dir_for
 from prunex.training.config import ADMMConfig, ConfigError, RunConfig
 from prunex.training.log import export_logs
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_the_committed_runs_keep_their_directories_under_todays_configuration() -> None:
+    """A results directory made before a training field was added keeps its finished runs on resume: every
+    committed run's directory is still the one its config.json names today (`KEY_OMITS_AT_DEFAULT`)."""
+    runs = sorted((REPO / "saved-logs").glob("*/runs/*/config.json"))
+    assert len(runs) >= 80, runs  # the regime and local profiles' logs
+    moved = [
+        (p.parent.name, sid)
+        for p in runs
+        if (sid := RunConfig.from_dict(json.loads(p.read_text())).shared_id) != p.parent.name
+    ]
+    assert not moved, moved
+    a = RunConfig(method="hsadmm", admm=ADMMConfig(phase1_start="z"))
+    assert a.training_key() != dataclasses.replace(a, admm=ADMMConfig()).training_key()  # a variant is another run
 
 
 def test_the_training_key_ignores_who_asked_and_how_the_job_runs() -> None:

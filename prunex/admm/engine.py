@@ -267,6 +267,12 @@ class ConsensusEngine:
                 getattr(self, key)[n].copy_(self.z[n])
 
     @torch.no_grad()
+    def theta_from_z(self) -> None:
+        """``ADMMConfig.phase1_start == "z"``: the next phase 1 starts from the global consensus z^k instead of the
+        rank's own theta^k (a stated variant of Alg. 1 line 4); the duals and penalties are left as they are."""
+        torch._foreach_copy_([self.theta[n] for n in self.names], [self.z[n] for n in self.names])
+
+    @torch.no_grad()
     def grow_penalties(self) -> None:
         """``rho_schedule == "grow"``, after a dynamic round: every layer's penalty times
         g = (rho_max / initial)^(1 / T_freeze), capped at rho_max, its scaled dual rescaled as in residual

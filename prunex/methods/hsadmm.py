@@ -16,6 +16,9 @@ before evaluation (`--bn-batches`), or, with `--bn-batches 0`, those the engine 
 at every consensus (only then are they sent: `RunConfig.averages_bn_stats`). `freeze.parquet` records
 when the mask froze and why.
 
+Phase 1 starts from the rank's own theta (Alg. 1 line 4); `ADMMConfig.phase1_start` "z", a stated variant, starts
+every phase 1 after the first from the global consensus z instead.
+
 SGD momentum (`ADMMConfig.momentum_policy`): one optimizer serves the whole run, so by default
 ("carry") the momentum buffers of one phase 1 carry into the next outer iteration's, across the jump
 of the anchor z_i - u and any rescaling of rho_1; "reset" starts every phase 1 from zero momentum, a
@@ -152,6 +155,8 @@ class ADMMMethod(Method):
             self.ctx.log.append("freeze", [self.engine.freeze.row(k)])
         if self.engine.frozen and self.masked_from is None:
             self.start_on_mask(k)
+        elif k > 0 and a.phase1_start == "z":  # a variant of Alg. 1 line 4 (`ADMMConfig.phase1_start`)
+            self.engine.theta_from_z()
         timer = self.ctx.comm.timer
         local = timer.start()
         loss = self.local_training(1 if retraining else a.local_epochs)

@@ -36,6 +36,7 @@ DEVICE_NAMES = ("auto", "cuda", "cpu")  # prunex.training.device
 LINK_MODELS = ("none", "alpha-beta", "netns-tc")
 MOMENTUM_POLICIES = ("carry", "reset")
 RHO_SCHEDULES = ("grow", "balance")  # ADMMConfig.rho_schedule
+PHASE1_STARTS = ("theta", "z")  # ADMMConfig.phase1_start
 WIRE_DTYPES = ("fp32", "bf16", "fp16")  # element types on the wire: H-SADMM's compact buckets, DDP's gradients
 INTER_EXCHANGES = ("leader", "sharded")  # how the compact buckets cross nodes
 SHARED_RUNS_DIR = "runs"  # RESULTS/runs/<shared id>: every run, once; experiments link to it
@@ -51,6 +52,10 @@ WHO_ASKED = ("experiment", "name", "results")
 # prunex.pruning.export RUN` checks the whole split by default)
 EXPORT_CHECK_SAMPLES = 1024
 OPERATIONAL = ("checkpoint_every_min", "collective_timeout_s", "bind_cores", "bench_batch")
+# Training fields added after results directories were made, each with the default that is the behaviour those
+# runs had: left out of the training key (`RunConfig.training_dict`) at that default, so that a results directory
+# made before keeps its finished runs, and their directories' names, when `./run_all.sh` resumes it.
+KEY_OMITS_AT_DEFAULT = {("admm", "phase1_start"): "theta"}
 
 
 # Defaults that depend on the dataset. CIFAR-10: the paper's sec. 5.1.5 (batch 128 per GPU, SGD
@@ -146,6 +151,11 @@ class ADMMConfig:
     # buffers (one optimizer for the run), "reset" starts every phase 1 from zero momentum (a fresh solve
     # of eq. (8) around its new anchor). See docs/hsadmm.md.
     momentum_policy: str = "carry"
+    # Where every phase 1 after the first starts: "theta", the rank's own theta^k (Alg. 1 line 4,
+    # SGD(grad f, theta^k, z_i^k, u^k): warm, the paper's); "z", the global consensus z^k, as local SGD restarts
+    # every rank from the average (a stated variant, not the paper's: it asks what keeping one's own theta between
+    # rounds costs; the duals, penalties and momentum are untouched). docs/hsadmm.md says what we measured.
+    phase1_start: str = "theta"
     # Average BatchNorm running statistics over all ranks at every consensus (inter-node too). None: only
     # when evaluation does not re-estimate them (RunConfig.bn_batches == 0), since re-estimation throws the
     # averages away; RunConfig.averages_bn_stats resolves it.
@@ -194,6 +204,8 @@ class ADMMConfig:
             raise ConfigError(
                 f"momentum_policy must be one of {', '.join(MOMENTUM_POLICIES)}, got {self.momentum_policy!r}"
             )
+        if self.phase1_start not in PHASE1_STARTS:
+            raise ConfigError(f"phase1_start must be one of {', '.join(PHASE1_STARTS)}, got {self.phase1_start!r}")
         if self.inter_exchange not in INTER_EXCHANGES:
             raise ConfigError(
                 f"inter_exchange must be one of {', '.join(INTER_EXCHANGES)}, got {self.inter_exchange!r}"
@@ -441,9 +453,14 @@ class RunConfig:
     def training_dict(self) -> dict[str, Any]:
         """The resolved training configuration: everything but `WHO_ASKED`, `OPERATIONAL` and the nested
         configurations the method does not read (`MethodInfo.reads`: an ADMM schedule handed to a DDP run by
-        an experiment's profile changes nothing in its training, so it cannot make a second run of it)."""
+        an experiment's profile changes nothing in its training, so it cannot make a second run of it), and the
+        fields of `KEY_OMITS_AT_DEFAULT` at their defaults."""
         unread = set(METHOD_SECTIONS) - set(method_info(self.method).reads)
-        return {k: v for k, v in self.to_dict().items() if k not in (*WHO_ASKED, *OPERATIONAL, *unread)}
+        out = {k: v for k, v in self.to_dict().items() if k not in (*WHO_ASKED, *OPERATIONAL, *unread)}
+        for (section, key), default in KEY_OMITS_AT_DEFAULT.items():
+            if section in out and out[section].get(key) == default:
+                del out[section][key]
+        return out
 
     def training_key(self) -> str:
         """12 hex digits of the SHA-256 of `training_dict()` (canonical JSON): equal for equal trainings."""
