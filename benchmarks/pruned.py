@@ -39,6 +39,11 @@ same start, for the same steps (with `--budget-scale N` too), e.g. ``hsadmm-keep
 ``flat-admm-keep1-x2-sS``; it is reported against dense DDP and per seed against the fixed configuration's run, no
 target judged. `--rho-max R` stays the same as `--admm rho_max=R` with its own run names.
 
+`--ptf-on-hsadmm-mask` adds, per keep below 1, ``ptfmask-keepK-sS``: prune-then-finetune from the same start for
+the same steps, with ``hsadmm-keepK-sS``'s final mask instead of the L1 filters (`--mask-from`): H-SADMM's pruned
+network trained with DDP, a diagnostic of whether H-SADMM's distance to prune-then-finetune lies in its mask or in
+its training. It is reported beside both, no target judged.
+
 Every accuracy is the final model's (the one `final_model.pt` holds and `prunex.pruning.export` exports) on the
 whole 10,000-image test split. Targets (issue 26, after the paper's 4.6-point drop at 50% channels): the
 median over seeds of H-SADMM's accuracy within `TARGET_GAP[K]` points of dense DDP's, and no seed
@@ -61,6 +66,7 @@ Run::
     PYTHONPATH=. python -m benchmarks.pruned --keeps 0.5 --budget-scale 2  # a variant: twice the budget
     PYTHONPATH=. python -m benchmarks.pruned --keeps 1 --budget-scale 2 --admm rho_schedule=balance  # the consensus
     PYTHONPATH=. python -m benchmarks.pruned --keeps 1 --budget-scale 2 --method flat_admm
+    PYTHONPATH=. python -m benchmarks.pruned --keeps 0.5 --budget-scale 2 --ptf-on-hsadmm-mask  # mask or training?
 
 Exit code 1 when a target is missed.
 """
@@ -204,6 +210,7 @@ def run_seed(
     rho_max: float = ADMM.rho_max,
     scale: int = 1,
     consensus: Variant = Variant(),
+    ptf_on_mask: bool = False,
 ) -> list[dict[str, object]]:
     variant = rho_max != ADMM.rho_max
     budget = BUDGET_EPOCHS * scale
@@ -245,7 +252,39 @@ def run_seed(
             prune_finetune=PruneFinetuneConfig(flops_from=hs),
             export=True,
         )
+        if ptf_on_mask:  # H-SADMM's pruned network, trained as prune-then-finetune trains its own
+            mask = PruneFinetuneConfig(mask_from=hs)
+            go(
+                f"ptfmask-keep{k:g}{tag}-s{seed}",
+                "prune_finetune",
+                budget,
+                epochs=budget,
+                init_from=start,
+                prune_finetune=mask,
+                export=True,
+            )
     return rows
+
+
+def mask_lines(df: pd.DataFrame, keeps: tuple[float, ...]) -> list[str]:
+    """`--ptf-on-hsadmm-mask`: per keep, prune-then-finetune on H-SADMM's mask against H-SADMM and against
+    prune-then-finetune on its own L1 mask, per seed; no target."""
+    lines = []
+    for k in (k for k in keeps if k < 1):
+        runs = {
+            p: df[df["run"].str.match(rf"{p}-keep{k:g}(-x\d+)?-s\d+$")].set_index("seed")["acc_pct"]
+            for p in ("hsadmm", "ptf", "ptfmask")
+        }
+        on_mask = runs["ptfmask"]
+        vs_hs, vs_ptf = on_mask - runs["hsadmm"], on_mask - runs["ptf"]
+        per_hs, per_ptf = (", ".join(f"{g:+.1f}" for g in v) for v in (vs_hs, vs_ptf))
+        lines.append(
+            f"keep {k:g}, prune-then-finetune on H-SADMM's mask (diagnostic, no target): median "
+            f"{on_mask.median():.1f}% (range {on_mask.min():.1f}-{on_mask.max():.1f}); against H-SADMM "
+            f"{statistics.median(vs_hs):+.1f} points (per seed {per_hs}), against prune-then-finetune on its L1 "
+            f"mask {statistics.median(vs_ptf):+.1f} (per seed {per_ptf})"
+        )
+    return lines
 
 
 def verdicts(df: pd.DataFrame, keeps: tuple[float, ...] = KEEPS, scale: int = 1) -> tuple[list[str], bool]:
@@ -352,6 +391,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--budget-scale", type=int, default=1, help="every epoch count after the start times N: a stated variant"
     )
+    ap.add_argument(
+        "--ptf-on-hsadmm-mask", action="store_true", help="add prune-then-finetune on H-SADMM's mask (a diagnostic)"
+    )
     ap.add_argument("--method", default="hsadmm", help=f"the consensus method, one of {', '.join(ADMM_METHODS)}")
     ap.add_argument(
         "--admm", action="append", default=[], metavar="FIELD=VALUE", help="an ADMMConfig field changed (repeatable)"
@@ -363,6 +405,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("--rho-max and --method/--admm are variants of their own: give --admm rho_max=R instead")
         if args.budget_scale < 1:
             raise ValueError(f"--budget-scale must be a whole number >= 1, got {args.budget_scale}")
+        if args.ptf_on_hsadmm_mask and (consensus or args.rho_max != ADMM.rho_max):
+            raise ValueError("--ptf-on-hsadmm-mask goes with the fixed configuration's H-SADMM runs, not a variant")
         if args.budget_scale != 1 and args.rho_max != ADMM.rho_max:
             raise ValueError("--budget-scale and --rho-max are variants of their own: give one of them")
         seeds = [int(s) for s in args.seeds.split(",") if s]
@@ -391,7 +435,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = [
         row
         for s in seeds
-        for row in run_seed(s, root, args.data_root, keeps, args.rho_max, args.budget_scale, consensus)
+        for row in run_seed(
+            s, root, args.data_root, keeps, args.rho_max, args.budget_scale, consensus, args.ptf_on_hsadmm_mask
+        )
     ]
     df = pd.DataFrame(rows)
     df["sgd_steps_per_rank"] = df["epochs"] * steps
@@ -408,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"runs in {root}")
         return 0
     lines, ok = verdicts(df, keeps, args.budget_scale)
-    print("\n".join(lines))
+    print("\n".join(lines + (mask_lines(df, keeps) if args.ptf_on_hsadmm_mask else [])))
     print(f"runs in {root}")
     return 0 if ok or args.budget_scale != 1 else 1
 

@@ -75,6 +75,7 @@ HELP = {
     "link.model": "none, alpha-beta or netns-tc",
     "init_from": "finished run (same experiment) whose final model every rank starts from (prune_finetune prunes it)",
     "prune_finetune.flops_from": "prune_finetune: run whose exported FLOPs fraction is the target",
+    "prune_finetune.mask_from": "prune_finetune: run whose final mask is applied instead of L1 filters",
 }
 _TYPES = {"int": int, "float": float, "str": str}
 

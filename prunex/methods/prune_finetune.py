@@ -4,7 +4,9 @@ A dense model trained by another run (`--init-from`, e.g. a `ddp` run of the sam
 into every rank's model by the trainer, as for every method) is pruned once, before the first step, by
 `prunex.pruning.oneshot.prune_to_flops`: L1 norms of the filters, the same fraction of every internal
 channel space, the largest fraction whose exported model has at most the target FLOPs: `--flops-from
-RUN`'s achieved fraction (its `export.json`, written by `prunex.pruning.export`), else `--flops-keep`. It is
+RUN`'s achieved fraction (its `export.json`, written by `prunex.pruning.export`), else `--flops-keep`; or, with
+`--mask-from RUN`, by that run's final mask (its `final_masks.parquet`: H-SADMM's, say), a diagnostic that trains
+another method's pruned network with DDP from the same start (keep logged as NaN, no L1 search). It is
 then fine-tuned with DDP exactly like the `ddp` method (same hook, same logs) for `--epochs` epochs,
 the mask enforced after every step (pruned weights back to zero), which trains exactly the physically
 pruned network: pruned channels are read by nobody, so they pass no gradient to the kept weights.
@@ -21,12 +23,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import torch
 
 from prunex.methods.base import Context
 from prunex.methods.ddp import DDP
 from prunex.pruning import GroupMask
-from prunex.pruning.oneshot import apply_masks, prune_to_flops
+from prunex.pruning.oneshot import apply_masks, flops_fraction, prune_to_flops
 
 
 def _run_dir(ctx: Context, name: str) -> Path:
@@ -48,12 +51,40 @@ def flops_target(ctx: Context) -> float:
         ) from None
 
 
+def masks_from(ctx: Context, run: str) -> dict[str, torch.Tensor]:
+    """`run`'s final mask (``final_masks.parquet``: layer, out_keep, in_keep as 0/1 strings) as element masks of
+    `ctx.model`'s weights: filter x input channel, every kernel position of a kept pair kept."""
+    path = _run_dir(ctx, run) / "final_masks.parquet"
+    params = dict(ctx.model.named_parameters())
+    try:
+        rows = pd.read_parquet(path)
+    except OSError as e:
+        raise RuntimeError(
+            f"prune_finetune: no final mask in {path} ({type(e).__name__}); finish that run first"
+        ) from None
+    masks = {}
+    for r in rows.itertuples():
+        w = params.get(r.layer)
+        out_keep = torch.tensor([c == "1" for c in r.out_keep])
+        in_keep = torch.tensor([c == "1" for c in r.in_keep])
+        if w is None or w.dim() < 2 or (len(out_keep), len(in_keep)) != tuple(w.shape[:2]):
+            raise RuntimeError(f"prune_finetune: {path}: layer {r.layer} does not fit this model")
+        keep = out_keep[:, None] & in_keep[None, :]
+        masks[r.layer] = keep.reshape(*keep.shape, *([1] * (w.dim() - 2))).expand(w.shape).clone()
+    return masks
+
+
 class PruneFinetune(DDP):
     name = "prune_finetune"
 
     def __init__(self, ctx: Context) -> None:
-        target = flops_target(ctx)  # ctx.model is --init-from's (prunex.training.train)
-        self.masks, keep, achieved = prune_to_flops(ctx.model, target)
+        if ctx.config.prune_finetune.mask_from:  # another run's mask, its FLOPs
+            self.masks = masks_from(ctx, ctx.config.prune_finetune.mask_from)
+            keep, achieved = float("nan"), flops_fraction(ctx.model, self.masks)
+            target = achieved
+        else:
+            target = flops_target(ctx)  # ctx.model is --init-from's (prunex.training.train)
+            self.masks, keep, achieved = prune_to_flops(ctx.model, target)
         apply_masks(ctx.model, self.masks)
         super().__init__(ctx)  # DDP wraps the pruned model
         if ctx.topo.rank == 0:

@@ -29,7 +29,7 @@ from prunex.pruning.channels import ChannelGraph, trace_channels
 from prunex.pruning.export import compact, count_flops
 from prunex.pruning.project import keep_count
 
-__all__ = ["l1_channel_masks", "apply_masks", "prune_to_flops"]
+__all__ = ["l1_channel_masks", "apply_masks", "prune_to_flops", "flops_fraction"]
 
 
 def _param_name(module_name: str) -> str:
@@ -81,6 +81,11 @@ def _flops(model: nn.Module, masks: dict[str, Tensor]) -> int:
     trial = copy.deepcopy(model)
     apply_masks(trial, masks)
     return count_flops(compact(trial, measure=False)[0])
+
+
+def flops_fraction(model: nn.Module, masks: dict[str, Tensor]) -> float:
+    """The FLOPs of the exported model of `model` with `masks` applied, as a fraction of the dense model's."""
+    return _flops(model, masks) / count_flops(model)
 
 
 def prune_to_flops(model: nn.Module, flops_fraction: float) -> tuple[dict[str, Tensor], float, float]:

@@ -55,7 +55,7 @@ OPERATIONAL = ("checkpoint_every_min", "collective_timeout_s", "bind_cores", "be
 # Training fields added after results directories were made, each with the default that is the behaviour those
 # runs had: left out of the training key (`RunConfig.training_dict`) at that default, so that a results directory
 # made before keeps its finished runs, and their directories' names, when `./run_all.sh` resumes it.
-KEY_OMITS_AT_DEFAULT = {("admm", "phase1_start"): "theta"}
+KEY_OMITS_AT_DEFAULT = {("admm", "phase1_start"): "theta", ("prune_finetune", "mask_from"): ""}
 
 
 # Defaults that depend on the dataset. CIFAR-10: the paper's sec. 5.1.5 (batch 128 per GPU, SGD
@@ -267,11 +267,18 @@ class PruneFinetuneConfig:
 
     flops_from: str = ""  # run whose exported FLOPs fraction is the target
     flops_keep: float = 1.0  # target fraction of the dense FLOPs (without flops_from)
+    # A run whose final mask (`final_masks.parquet`, e.g. H-SADMM's) is applied instead of the L1 filters: the same
+    # network as that run's, fine-tuned from the start with DDP (a diagnostic: is it the mask or the training?)
+    mask_from: str = ""
 
     def __post_init__(self) -> None:
         check_numbers(self, "prune_finetune")
         if self.flops_from:
             check_name(self.flops_from, "prune_finetune flops_from run name")
+        if self.mask_from:
+            check_name(self.mask_from, "prune_finetune mask_from run name")
+            if self.flops_from or self.flops_keep != 1.0:
+                raise ConfigError("prune_finetune: give mask_from or a FLOPs target (flops_from, flops_keep), not both")
         _check_keep("prune_finetune flops_keep", self.flops_keep)
 
 
