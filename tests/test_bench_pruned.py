@@ -169,3 +169,18 @@ def test_a_consensus_variants_report_compares_each_seed_with_the_fixed_configura
     assert "keep 1, flat_admm (variant, no target): median 79.8% (range 78.5-81.0), 4.8 points below dense" in line
     assert "(per seed 4.0, 5.5); against the fixed configuration +1.2 points (per seed +3.0, -0.5)" in line, line
     assert "froze after iteration 5, 5 (T_freeze, T_freeze)" in line, line
+
+
+def test_the_mask_diagnostic_sets_ptf_on_hsadmms_mask_beside_both() -> None:
+    rows = [
+        {"seed": s, "run": f"{p}-keep0.5-x2-s{s}", "acc_pct": acc}
+        for s, accs in ((0, (77.0, 84.0, 82.0)), (1, (76.0, 83.0, 83.5)))
+        for p, acc in zip(("hsadmm", "ptf", "ptfmask"), accs, strict=True)
+    ]
+    (line,) = pruned.mask_lines(pd.DataFrame(rows), (1.0, 0.5))  # keep 1 has no mask: no line
+    assert (
+        "keep 0.5, prune-then-finetune on H-SADMM's mask (diagnostic, no target): median 82.8% (range 82.0-83.5)"
+        in line
+    )
+    assert "against H-SADMM +6.2 points (per seed +5.0, +7.5)" in line, line
+    assert "against prune-then-finetune on its L1 mask -0.8 (per seed -2.0, +0.5)" in line, line
