@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -45,6 +46,9 @@ def test_a_mask_that_does_not_fit_or_is_missing_is_one_line(tmp_path: Path) -> N
         run / "final_masks.parquet"
     )
     with pytest.raises(RuntimeError, match="layer layer1.0.conv2.weight does not fit this model"):
+        masks_from(ctx, "hs")
+    (run / "config.json").write_text(json.dumps({"method": "hsadmm", "admm": {"shape_keep": 0.5}}))
+    with pytest.raises(RuntimeError, match="hs pruned kernel shapes .shape_keep 0.5., which final_masks.parquet"):
         masks_from(ctx, "hs")
 
 

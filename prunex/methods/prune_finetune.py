@@ -53,8 +53,16 @@ def flops_target(ctx: Context) -> float:
 
 def masks_from(ctx: Context, run: str) -> dict[str, torch.Tensor]:
     """`run`'s final mask (``final_masks.parquet``: layer, out_keep, in_keep as 0/1 strings) as element masks of
-    `ctx.model`'s weights: filter x input channel, every kernel position of a kept pair kept."""
+    `ctx.model`'s weights: filter x input channel, every kernel position of a kept pair kept. A run that pruned
+    kernel shapes too (``admm.shape_keep`` < 1) is refused: its table does not record them."""
     path = _run_dir(ctx, run) / "final_masks.parquet"
+    config = path.with_name("config.json")
+    shape_keep = json.loads(config.read_text()).get("admm", {}).get("shape_keep", 1.0) if config.exists() else 1.0
+    if shape_keep < 1:
+        raise RuntimeError(
+            f"prune_finetune: {run} pruned kernel shapes (shape_keep {shape_keep}), which "
+            "final_masks.parquet does not record: its mask cannot be rebuilt"
+        )
     params = dict(ctx.model.named_parameters())
     try:
         rows = pd.read_parquet(path)
