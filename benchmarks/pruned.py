@@ -266,6 +266,16 @@ def run_seed(
     return rows
 
 
+def _dense_acc(df: pd.DataFrame, scale: int = 1) -> pd.Series:
+    """Dense DDP's accuracy per seed at the budget of `scale` (the table may hold other budgets' dense runs)."""
+    return df[(df["method"] == "ddp") & (df["epochs"] == BUDGET_EPOCHS * scale)].set_index("seed")["acc_pct"]
+
+
+def _per_seed(values: pd.Series, signed: bool = False) -> str:
+    """ "4.0, 2.0" (or "+4.0, -2.0"): one figure per seed, in the table's order."""
+    return ", ".join(f"{v:+.1f}" if signed else f"{v:.1f}" for v in values)
+
+
 def mask_lines(df: pd.DataFrame, keeps: tuple[float, ...]) -> list[str]:
     """`--ptf-on-hsadmm-mask`: per keep, prune-then-finetune on H-SADMM's mask against H-SADMM and against
     prune-then-finetune on its own L1 mask, per seed; no target."""
@@ -277,7 +287,7 @@ def mask_lines(df: pd.DataFrame, keeps: tuple[float, ...]) -> list[str]:
         }
         on_mask = runs["ptfmask"]
         vs_hs, vs_ptf = on_mask - runs["hsadmm"], on_mask - runs["ptf"]
-        per_hs, per_ptf = (", ".join(f"{g:+.1f}" for g in v) for v in (vs_hs, vs_ptf))
+        per_hs, per_ptf = _per_seed(vs_hs, signed=True), _per_seed(vs_ptf, signed=True)
         lines.append(
             f"keep {k:g}, prune-then-finetune on H-SADMM's mask (diagnostic, no target): median "
             f"{on_mask.median():.1f}% (range {on_mask.min():.1f}-{on_mask.max():.1f}); against H-SADMM "
@@ -291,7 +301,7 @@ def verdicts(df: pd.DataFrame, keeps: tuple[float, ...] = KEEPS, scale: int = 1)
     """The report's lines and whether every target holds. With `scale` != 1 (`--budget-scale`) the targets are
     printed, not judged: each line says "variant, not judged" instead of "met" or "NOT met"."""
     lines, ok = [], True
-    dense = df[(df["method"] == "ddp") & (df["epochs"] == BUDGET_EPOCHS * scale)].set_index("seed")["acc_pct"]
+    dense = _dense_acc(df, scale)
     lines.append(f"dense DDP: median {dense.median():.1f}% (range {dense.min():.1f}-{dense.max():.1f})")
     if 1.0 in keeps:
         hs = df[df["run"].str.startswith("hsadmm-keep1-")].set_index("seed")
@@ -299,14 +309,14 @@ def verdicts(df: pd.DataFrame, keeps: tuple[float, ...] = KEEPS, scale: int = 1)
         lines.append(
             f"keep 1 (control, nothing pruned): H-SADMM median {hs['acc_pct'].median():.1f}% (range "
             f"{hs['acc_pct'].min():.1f}-{hs['acc_pct'].max():.1f}), {statistics.median(gap):.1f} points below dense "
-            f"(per seed {', '.join(f'{g:.1f}' for g in gap)}): consensus training alone, no target"
+            f"(per seed {_per_seed(gap)}): consensus training alone, no target"
         )
         local = df[df["run"].str.startswith("localsgd-")].set_index("seed")["acc_pct"]
         gap = dense - local
         lines.append(
             f"keep 1 (control, local SGD averaging once per epoch): median {local.median():.1f}% (range "
             f"{local.min():.1f}-{local.max():.1f}), {statistics.median(gap):.1f} points below dense (per seed "
-            f"{', '.join(f'{g:.1f}' for g in gap)}): H-SADMM's round length alone, no target"
+            f"{_per_seed(gap)}): H-SADMM's round length alone, no target"
         )
     for k in (k for k in keeps if k in TARGET_GAP):
         hs = df[df["run"].str.startswith(f"hsadmm-keep{k:g}-")].set_index("seed")
@@ -320,7 +330,7 @@ def verdicts(df: pd.DataFrame, keeps: tuple[float, ...] = KEEPS, scale: int = 1)
         lines.append(
             f"keep {k:g}: H-SADMM median {hs['acc_pct'].median():.1f}% (range {hs['acc_pct'].min():.1f}-"
             f"{hs['acc_pct'].max():.1f}), {statistics.median(gap):.1f} points below dense (per seed "
-            f"{', '.join(f'{g:.1f}' for g in gap)}; target <= {TARGET_GAP[k]:g}, collapsed seeds {collapsed}): "
+            f"{_per_seed(gap)}; target <= {TARGET_GAP[k]:g}, collapsed seeds {collapsed}): "
             f"{verdict}; vs prune-then-finetune {statistics.median(vs_ptf):+.1f} points "
             f"(range {vs_ptf.min():+.1f} to {vs_ptf.max():+.1f}; ptf median {ptf['acc_pct'].median():.1f}%); "
             f"H-SADMM froze after iteration {', '.join(str(int(v)) for v in hs['froze_after'])} "
@@ -332,7 +342,7 @@ def verdicts(df: pd.DataFrame, keeps: tuple[float, ...] = KEEPS, scale: int = 1)
 
 def variant_lines(df: pd.DataFrame, keeps: tuple[float, ...], rho_max: float) -> list[str]:
     """The report of a `--rho-max` variant: H-SADMM against dense DDP per keep, no target judged."""
-    dense = df[df["method"] == "ddp"].query("epochs == @BUDGET_EPOCHS").set_index("seed")["acc_pct"]
+    dense = _dense_acc(df)
     lines = [f"dense DDP: median {dense.median():.1f}% (range {dense.min():.1f}-{dense.max():.1f})"]
     for k in keeps:
         hs = df[df["run"].str.startswith(f"hsadmm-keep{k:g}-rhomax")].set_index("seed")
@@ -340,7 +350,7 @@ def variant_lines(df: pd.DataFrame, keeps: tuple[float, ...], rho_max: float) ->
         lines.append(
             f"keep {k:g}, rho_max {rho_max:g} (variant, no target): H-SADMM median {hs['acc_pct'].median():.1f}% "
             f"(range {hs['acc_pct'].min():.1f}-{hs['acc_pct'].max():.1f}), {statistics.median(gap):.1f} points below "
-            f"dense (per seed {', '.join(f'{g:.1f}' for g in gap)}); rho_1 per iteration (median over layers, seed "
+            f"dense (per seed {_per_seed(gap)}); rho_1 per iteration (median over layers, seed "
             f"{int(hs.index[0])}) {hs['rho1_by_iteration'].iloc[0]}; froze after iteration "
             f"{', '.join(str(int(v)) for v in hs['froze_after'])} ({', '.join(hs['freeze_reason'])}), its mask "
             f"unchanged from iteration {', '.join('-' if v != v else str(int(v)) for v in hs['drift_zero_from'])}"
@@ -351,7 +361,7 @@ def variant_lines(df: pd.DataFrame, keeps: tuple[float, ...], rho_max: float) ->
 def consensus_lines(df: pd.DataFrame, keeps: tuple[float, ...], scale: int, consensus: Variant) -> list[str]:
     """The report of a `--method` / `--admm` variant: per keep, the fixed configuration's H-SADMM and the variant
     against dense DDP of the same budget, and the variant against the fixed configuration per seed; no target."""
-    dense = df[(df["method"] == "ddp") & (df["epochs"] == BUDGET_EPOCHS * scale)].set_index("seed")["acc_pct"]
+    dense = _dense_acc(df, scale)
     lines = [f"dense DDP: median {dense.median():.1f}% (range {dense.min():.1f}-{dense.max():.1f})"]
     tag = f"-x{scale}" if scale != 1 else ""
     for k in keeps:
@@ -362,15 +372,15 @@ def consensus_lines(df: pd.DataFrame, keeps: tuple[float, ...], scale: int, cons
         lines.append(
             f"keep {k:g}, the fixed configuration: H-SADMM median {fixed['acc_pct'].median():.1f}% (range "
             f"{fixed['acc_pct'].min():.1f}-{fixed['acc_pct'].max():.1f}), {statistics.median(below):.1f} points below "
-            f"dense (per seed {', '.join(f'{g:.1f}' for g in below)})"
+            f"dense (per seed {_per_seed(below)})"
         )
         gap, gain = dense - var["acc_pct"], var["acc_pct"] - fixed["acc_pct"]
         frozen = var.dropna(subset=["froze_after"]) if "froze_after" in var else var.iloc[:0]
         lines.append(
             f"keep {k:g}, {consensus.label()} (variant, no target): median {var['acc_pct'].median():.1f}% (range "
             f"{var['acc_pct'].min():.1f}-{var['acc_pct'].max():.1f}), {statistics.median(gap):.1f} points below dense "
-            f"(per seed {', '.join(f'{g:.1f}' for g in gap)}); against the fixed configuration "
-            f"{statistics.median(gain):+.1f} points (per seed {', '.join(f'{g:+.1f}' for g in gain)}); rho_1 per "
+            f"(per seed {_per_seed(gap)}); against the fixed configuration "
+            f"{statistics.median(gain):+.1f} points (per seed {_per_seed(gain, signed=True)}); rho_1 per "
             f"iteration (median over layers, seed {int(var.index[0])}) {var['rho1_by_iteration'].iloc[0]}; froze after "
             f"iteration {', '.join(str(int(v)) for v in frozen['froze_after']) or '-'} "
             f"({', '.join(frozen['freeze_reason']) or '-'})"

@@ -59,9 +59,30 @@ def test_a_variants_report_sets_each_seed_beside_its_own_dense_model() -> None:
     [
         (["--budget-scale", "0"], "--budget-scale must be a whole number >= 1, got 0"),
         (["--budget-scale", "2", "--rho-max", "0.2"], "--budget-scale and --rho-max are variants of their own"),
+        (["--keeps", "1", "--method", "ddp"], "--method must be one of hsadmm, flat_admm, got 'ddp'"),
+        (
+            ["--keeps", "1", "--admm", "rho_schedule"],
+            "--admm takes FIELD=VALUE with FIELD an ADMMConfig field, got 'rho_schedule'",
+        ),
+        (
+            ["--keeps", "1", "--admm", "retrain_epochs=9"],
+            "--admm retrain_epochs: the budget and the keep are the benchmark's",
+        ),
+        (
+            ["--keeps", "1", "--admm", "channel_keep=0.3"],
+            "--admm channel_keep: the budget and the keep are the benchmark's",
+        ),
+        (["--keeps", "1", "--admm", "adaptive_rho=1"], "--admm adaptive_rho takes true or false, got '1'"),
+        (["--keeps", "1", "--admm", "rho_intra=big"], "--admm rho_intra takes a float, got 'big'"),
+        (["--keeps", "1", "--admm", "rho_schedule=fast"], "rho_schedule must be one of grow, balance, got 'fast'"),
+        (["--keeps", "1", "--admm", "layers=conv*"], "--admm layers: not a variant this benchmark runs"),
+        (
+            ["--keeps", "1", "--admm", "rho_max=0.2", "--rho-max", "0.2"],
+            "--rho-max and --method/--admm are variants of their own",
+        ),
     ],
 )
-def test_a_bad_budget_variant_is_one_line_before_any_launch(
+def test_a_bad_variant_is_one_line_before_any_launch(
     argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     results = tmp_path / "results"
@@ -103,30 +124,6 @@ def test_the_budget_variants_report_compares_runs_of_its_own_budget_and_judges_n
     assert dense == "dense DDP: median 83.5% (range 83.0-84.0)"
     assert "3.0 points below dense (per seed 4.0, 2.0; target <= 5, collapsed seeds none): variant, not judged" in line
     assert "vs prune-then-finetune -1.2 points (range -2.0 to -0.5" in line and "settled, settled" in line, line
-
-
-@pytest.mark.parametrize(
-    ("argv", "message"),
-    [
-        (["--method", "ddp"], "--method must be one of hsadmm, flat_admm, got 'ddp'"),
-        (["--admm", "rho_schedule"], "--admm takes FIELD=VALUE with FIELD an ADMMConfig field, got 'rho_schedule'"),
-        (["--admm", "retrain_epochs=9"], "--admm retrain_epochs: the budget and the keep are the benchmark's"),
-        (["--admm", "channel_keep=0.3"], "--admm channel_keep: the budget and the keep are the benchmark's"),
-        (["--admm", "adaptive_rho=1"], "--admm adaptive_rho takes true or false, got '1'"),
-        (["--admm", "rho_intra=big"], "--admm rho_intra takes a float, got 'big'"),
-        (["--admm", "rho_schedule=fast"], "rho_schedule must be one of grow, balance, got 'fast'"),
-        (["--admm", "layers=conv*"], "--admm layers: not a variant this benchmark runs"),
-        (["--admm", "rho_max=0.2", "--rho-max", "0.2"], "--rho-max and --method/--admm are variants of their own"),
-    ],
-)
-def test_a_bad_consensus_variant_is_one_line_before_any_launch(
-    argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    results = tmp_path / "results"
-    assert pruned.main(["--keeps", "1", *argv, "--results", str(results)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and message in err[0], err
-    assert not results.exists()
 
 
 def test_a_consensus_variant_has_typed_settings_and_run_names_of_its_own() -> None:
