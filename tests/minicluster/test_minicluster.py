@@ -140,27 +140,63 @@ RECEIVER = """
 import socket, sys, time
 srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 srv.bind((sys.argv[1], int(sys.argv[2]))); srv.listen(1); print("ready", flush=True)
-conn, _ = srv.accept(); want, got, first = int(sys.argv[3]), 0, None
+conn, _ = srv.accept(); want, got, first, first_read = int(sys.argv[3]), 0, None, 0
 while got < want:
     chunk = conn.recv(1 << 20)
     if not chunk:
         break
-    first = time.perf_counter() if first is None else first
+    if first is None:
+        first, first_read = time.perf_counter(), len(chunk)
     got += len(chunk)
-print(got, time.perf_counter() - first, flush=True)
+print(got, time.perf_counter() - first, first_read, flush=True)
 """
 SENDER = """
 import socket, sys, time
 s = socket.create_connection((sys.argv[1], int(sys.argv[2]))); time.sleep(0.3)  # idle: the token bucket fills
 s.sendall(b"x" * int(sys.argv[3])); s.close()
 """
+TC_SIZE = {"b": 1, "kb": 1024, "mb": 1024**2, "gb": 1024**3}  # tc's byte units
+
+
+def _tbf_burst_bytes(qdisc_show: str) -> int:
+    """The burst of the tbf qdisc in `tc qdisc show` output, in bytes ("burst 12500b", "burst 64Kb")."""
+    words = qdisc_show.split()
+    value = words[words.index("burst") + 1]
+    digits = value.rstrip("bBkKmMgG")
+    return round(float(digits) * TC_SIZE[value[len(digits) :].lower()])
+
+
+def test_every_node_link_holds_a_one_frame_token_bucket(minicluster):
+    """Both directions of every node link hold the burst `_tbf_args` gives, read back from the kernel: one frame
+    or 100 us of traffic, whichever is larger (review 2026-11-28: it was at least 64 KiB and 1 ms of traffic, and
+    the exchange bench measured messages faster than their bytes over the rate). This is the burst's check; the
+    timing test below cannot resolve a 1 ms burst on a loaded 2-core machine (its docstring says why)."""
+    want = max(minicluster.mtu + 14, parse_rate(minicluster.inter_bw) * TBF_BURST_S)
+    for i in range(2):
+        ns = minicluster.node_name(i)
+        for where in (["-n", ns, "qdisc", "show", "dev", ns], ["qdisc", "show", "dev", minicluster.root_veth(i)]):
+            shown = subprocess.run(["tc", *where], capture_output=True, text=True, check=True).stdout
+            assert "tbf" in shown, (where, shown)
+            # tc stores the burst as a time at the rate and prints it back rounded (12375 B for 12500 at 1 Gbit/s)
+            assert abs(_tbf_burst_bytes(shown) - want) <= 0.02 * want, (where, shown, want)
+
+
+def test_tbf_burst_bytes_reads_tcs_units():
+    assert _tbf_burst_bytes("qdisc tbf 1: root refcnt 3 rate 1Gbit burst 12500b lat 100ms") == 12500
+    assert _tbf_burst_bytes("qdisc tbf 1: root refcnt 3 rate 27733Kbit burst 64Kb lat 100ms") == 65536
 
 
 def test_a_message_after_an_idle_spell_does_not_beat_the_links_rate(minicluster):
-    """A node link is a link of its rate from the first byte: tc's token bucket lets its burst through at memory
-    speed after an idle spell, so the burst is one frame or 100 us of traffic (review 2026-11-28: it was at least
-    64 KiB and 1 ms of traffic, 125 KB at this 1 Gbit/s, and the exchange bench measured messages faster than their
-    bytes over the rate). 2 MB from node 0 to node 1, timed from its first byte to its last on arrival."""
+    """A node link carries no more than its rate after an idle spell, beyond its bucket's burst: 2 MB from node 0
+    to node 1, timed on arrival from the receiver's first read to its last.
+
+    Only the bytes after the first read count: the first read holds what arrived before the receiver ran, and on
+    a loaded 2-core machine that was up to 116 KB (a probe of 40 transfers beside three spinning processes,
+    2026-11-29; 554 KB when the connection had carried 1 MB before), about 0.9 ms of the 16.7 ms the message
+    takes. The test failed once in CI that way, 2 MB in 0.0158 s against a floor of 0.97 x 0.0167 s, before the
+    first read was subtracted. So this bounds the rate, not the burst: a burst that arrives before the first
+    read is not seen here, and the burst is checked on the qdisc itself (the test above). A read takes at most
+    1 MiB, so at least half the message is timed."""
     nbytes, port = 2 << 20, minicluster.ctl_port + 7
     rate = parse_rate(minicluster.inter_bw)  # bytes per second
     ip = minicluster.node_ip(1)
@@ -169,13 +205,15 @@ def test_a_message_after_an_idle_spell_does_not_beat_the_links_rate(minicluster)
     try:
         assert receiver.stdout.readline().strip() == "ready"
         subprocess.run([*in_node(0), SENDER, ip, str(port), str(nbytes)], check=True, timeout=60)
-        got, seconds = receiver.communicate(timeout=60)[0].split()
+        got, seconds, first_read = receiver.communicate(timeout=60)[0].split()
     finally:
         receiver.kill()
-    floor = (nbytes - max(minicluster.mtu + 14, rate * TBF_BURST_S)) / rate  # what the bucket's burst allows
+    after_first = nbytes - int(first_read)
+    floor = (after_first - max(minicluster.mtu + 14, rate * TBF_BURST_S)) / rate  # what the bucket's burst allows
     print(
-        f"\n{nbytes} B at {minicluster.inter_bw}: {float(seconds) * 1e3:.2f} ms; "
-        f"bytes over the rate {nbytes / rate * 1e3:.2f} ms"
+        f"\n{nbytes} B at {minicluster.inter_bw}, first read {first_read} B: "
+        f"the rest in {float(seconds) * 1e3:.2f} ms; "
+        f"its bytes over the rate {after_first / rate * 1e3:.2f} ms"
     )
     assert int(got) == nbytes
     assert float(seconds) >= 0.97 * floor, (seconds, floor)
