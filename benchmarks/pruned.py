@@ -42,7 +42,11 @@ target judged. `--rho-max R` stays the same as `--admm rho_max=R` with its own r
 `--ptf-on-hsadmm-mask` adds, per keep below 1, ``ptfmask-keepK-sS``: prune-then-finetune from the same start for
 the same steps, with ``hsadmm-keepK-sS``'s final mask instead of the L1 filters (`--mask-from`): H-SADMM's pruned
 network trained with DDP, a diagnostic of whether H-SADMM's distance to prune-then-finetune lies in its mask or in
-its training. It is reported beside both, no target judged.
+its training. It is reported beside both, no target judged. `--localsgd-on-hsadmm-mask` adds, beside it,
+``lsgdmask-keepK-sS``: the same mask from the same start for the same steps, trained as the local SGD control trains
+(`examples.local_sgd`'s ``local_sgd_epoch_on_mask``: one average at each epoch's end, as H-SADMM's rounds, with
+none of its proximal pull, duals or penalties), reported against H-SADMM and against prune-then-finetune on the same
+mask: what the round length costs on the pruned network, and what H-SADMM's consensus costs beyond it.
 
 Every accuracy is the final model's (the one `final_model.pt` holds and `prunex.pruning.export` exports) on the
 whole 10,000-image test split. Targets (issue 26, after the paper's 4.6-point drop at 50% channels): the
@@ -67,6 +71,8 @@ Run::
     PYTHONPATH=. python -m benchmarks.pruned --keeps 1 --budget-scale 2 --admm rho_schedule=balance  # the consensus
     PYTHONPATH=. python -m benchmarks.pruned --keeps 1 --budget-scale 2 --method flat_admm
     PYTHONPATH=. python -m benchmarks.pruned --keeps 0.5 --budget-scale 2 --ptf-on-hsadmm-mask  # mask or training?
+    PRUNEX_METHODS=examples.local_sgd PYTHONPATH=. python -m benchmarks.pruned --keeps 0.5 --budget-scale 2 \\
+        --ptf-on-hsadmm-mask --localsgd-on-hsadmm-mask  # the round length on the pruned network
 
 Exit code 1 when a target is missed.
 """
@@ -103,6 +109,7 @@ assert ADMM.iterations * ADMM.local_epochs + ADMM.retrain_epochs == BUDGET_EPOCH
 KEEPS = (0.5, 0.25)
 TARGET_GAP = {0.5: 5.0, 0.25: 10.0}  # points below dense DDP
 LOCAL_SGD = "local_sgd_epoch"  # the keep-1 control's method, registered by examples.local_sgd
+LOCAL_SGD_ON_MASK = "local_sgd_epoch_on_mask"  # --localsgd-on-hsadmm-mask's method, registered by examples.local_sgd
 ADMM_METHODS = ("hsadmm", "flat_admm")
 # `--admm` cannot change these: the budget (SGD steps per rank, the same for every method) and the keep (`--keeps`)
 FIXED_FIELDS = ("iterations", "local_epochs", "freeze_iteration", "retrain_epochs", "channel_keep")
@@ -211,6 +218,7 @@ def run_seed(
     scale: int = 1,
     consensus: Variant = Variant(),
     ptf_on_mask: bool = False,
+    localsgd_on_mask: bool = False,
 ) -> list[dict[str, object]]:
     variant = rho_max != ADMM.rho_max
     budget = BUDGET_EPOCHS * scale
@@ -263,6 +271,16 @@ def run_seed(
                 prune_finetune=mask,
                 export=True,
             )
+        if localsgd_on_mask:  # the same network, averaged once per epoch as H-SADMM's rounds, no consensus
+            go(
+                f"lsgdmask-keep{k:g}{tag}-s{seed}",
+                LOCAL_SGD_ON_MASK,
+                budget,
+                epochs=budget,
+                init_from=start,
+                prune_finetune=PruneFinetuneConfig(mask_from=hs),
+                export=True,
+            )
     return rows
 
 
@@ -277,23 +295,31 @@ def _per_seed(values: pd.Series, signed: bool = False) -> str:
 
 
 def mask_lines(df: pd.DataFrame, keeps: tuple[float, ...]) -> list[str]:
-    """`--ptf-on-hsadmm-mask`: per keep, prune-then-finetune on H-SADMM's mask against H-SADMM and against
-    prune-then-finetune on its own L1 mask, per seed; no target."""
+    """`--ptf-on-hsadmm-mask` and `--localsgd-on-hsadmm-mask`: per keep, each diagnostic on H-SADMM's mask that ran,
+    against H-SADMM and against prune-then-finetune on its L1 mask (the local SGD one also against
+    prune-then-finetune on the same mask), per seed; no target."""
     lines = []
     for k in (k for k in keeps if k < 1):
         runs = {
             p: df[df["run"].str.match(rf"{p}-keep{k:g}(-x\d+)?-s\d+$")].set_index("seed")["acc_pct"]
-            for p in ("hsadmm", "ptf", "ptfmask")
+            for p in ("hsadmm", "ptf", "ptfmask", "lsgdmask")
         }
-        on_mask = runs["ptfmask"]
-        vs_hs, vs_ptf = on_mask - runs["hsadmm"], on_mask - runs["ptf"]
-        per_hs, per_ptf = _per_seed(vs_hs, signed=True), _per_seed(vs_ptf, signed=True)
-        lines.append(
-            f"keep {k:g}, prune-then-finetune on H-SADMM's mask (diagnostic, no target): median "
-            f"{on_mask.median():.1f}% (range {on_mask.min():.1f}-{on_mask.max():.1f}); against H-SADMM "
-            f"{statistics.median(vs_hs):+.1f} points (per seed {per_hs}), against prune-then-finetune on its L1 "
-            f"mask {statistics.median(vs_ptf):+.1f} (per seed {per_ptf})"
-        )
+        for p, what in (("ptfmask", "prune-then-finetune"), ("lsgdmask", "local SGD (one average per epoch)")):
+            on_mask = runs[p]
+            if on_mask.empty:
+                continue
+            vs = [("H-SADMM", runs["hsadmm"]), ("prune-then-finetune on its L1 mask", runs["ptf"])]
+            if p == "lsgdmask" and not runs["ptfmask"].empty:
+                vs.append(("prune-then-finetune on the same mask", runs["ptfmask"]))
+            against = "; ".join(
+                f"against {name} {statistics.median(d):+.1f} points (per seed {_per_seed(d, signed=True)})"
+                for name, other in vs
+                for d in [on_mask - other]
+            )
+            lines.append(
+                f"keep {k:g}, {what} on H-SADMM's mask (diagnostic, no target): median {on_mask.median():.1f}% "
+                f"(range {on_mask.min():.1f}-{on_mask.max():.1f}); {against}"
+            )
     return lines
 
 
@@ -404,6 +430,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--ptf-on-hsadmm-mask", action="store_true", help="add prune-then-finetune on H-SADMM's mask (a diagnostic)"
     )
+    ap.add_argument(
+        "--localsgd-on-hsadmm-mask",
+        action="store_true",
+        help=f"add local SGD on H-SADMM's mask (a diagnostic; {PLUGINS_ENV}=examples.local_sgd)",
+    )
     ap.add_argument("--method", default="hsadmm", help=f"the consensus method, one of {', '.join(ADMM_METHODS)}")
     ap.add_argument(
         "--admm", action="append", default=[], metavar="FIELD=VALUE", help="an ADMMConfig field changed (repeatable)"
@@ -415,8 +446,15 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("--rho-max and --method/--admm are variants of their own: give --admm rho_max=R instead")
         if args.budget_scale < 1:
             raise ValueError(f"--budget-scale must be a whole number >= 1, got {args.budget_scale}")
-        if args.ptf_on_hsadmm_mask and (consensus or args.rho_max != ADMM.rho_max):
-            raise ValueError("--ptf-on-hsadmm-mask goes with the fixed configuration's H-SADMM runs, not a variant")
+        for flag, on in (("ptf", args.ptf_on_hsadmm_mask), ("localsgd", args.localsgd_on_hsadmm_mask)):
+            if on and (consensus or args.rho_max != ADMM.rho_max):
+                raise ValueError(
+                    f"--{flag}-on-hsadmm-mask goes with the fixed configuration's H-SADMM runs, not a variant"
+                )
+        if args.localsgd_on_hsadmm_mask and LOCAL_SGD_ON_MASK not in METHOD_NAMES:
+            raise ValueError(
+                f"--localsgd-on-hsadmm-mask runs {LOCAL_SGD_ON_MASK}: set {PLUGINS_ENV}=examples.local_sgd"
+            )
         if args.budget_scale != 1 and args.rho_max != ADMM.rho_max:
             raise ValueError("--budget-scale and --rho-max are variants of their own: give one of them")
         seeds = [int(s) for s in args.seeds.split(",") if s]
@@ -446,7 +484,15 @@ def main(argv: list[str] | None = None) -> int:
         row
         for s in seeds
         for row in run_seed(
-            s, root, args.data_root, keeps, args.rho_max, args.budget_scale, consensus, args.ptf_on_hsadmm_mask
+            s,
+            root,
+            args.data_root,
+            keeps,
+            args.rho_max,
+            args.budget_scale,
+            consensus,
+            args.ptf_on_hsadmm_mask,
+            args.localsgd_on_hsadmm_mask,
         )
     ]
     df = pd.DataFrame(rows)
@@ -464,7 +510,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"runs in {root}")
         return 0
     lines, ok = verdicts(df, keeps, args.budget_scale)
-    print("\n".join(lines + (mask_lines(df, keeps) if args.ptf_on_hsadmm_mask else [])))
+    on_mask = args.ptf_on_hsadmm_mask or args.localsgd_on_hsadmm_mask
+    print("\n".join(lines + (mask_lines(df, keeps) if on_mask else [])))
     print(f"runs in {root}")
     return 0 if ok or args.budget_scale != 1 else 1
 

@@ -80,6 +80,10 @@ def test_a_variants_report_sets_each_seed_beside_its_own_dense_model() -> None:
             ["--keeps", "1", "--admm", "rho_max=0.2", "--rho-max", "0.2"],
             "--rho-max and --method/--admm are variants of their own",
         ),
+        (
+            ["--keeps", "0.5", "--localsgd-on-hsadmm-mask", "--method", "flat_admm"],
+            "--localsgd-on-hsadmm-mask goes with the fixed configuration's H-SADMM runs, not a variant",
+        ),
     ],
 )
 def test_a_bad_variant_is_one_line_before_any_launch(
@@ -168,16 +172,35 @@ def test_a_consensus_variants_report_compares_each_seed_with_the_fixed_configura
     assert "froze after iteration 5, 5 (T_freeze, T_freeze)" in line, line
 
 
-def test_the_mask_diagnostic_sets_ptf_on_hsadmms_mask_beside_both() -> None:
+def test_the_mask_diagnostics_set_each_run_on_hsadmms_mask_beside_the_others() -> None:
     rows = [
         {"seed": s, "run": f"{p}-keep0.5-x2-s{s}", "acc_pct": acc}
-        for s, accs in ((0, (77.0, 84.0, 82.0)), (1, (76.0, 83.0, 83.5)))
-        for p, acc in zip(("hsadmm", "ptf", "ptfmask"), accs, strict=True)
+        for s, accs in ((0, (77.0, 84.0, 82.0, 80.0)), (1, (76.0, 83.0, 83.5, 79.0)))
+        for p, acc in zip(("hsadmm", "ptf", "ptfmask", "lsgdmask"), accs, strict=True)
     ]
-    (line,) = pruned.mask_lines(pd.DataFrame(rows), (1.0, 0.5))  # keep 1 has no mask: no line
+    ptf, lsgd = pruned.mask_lines(pd.DataFrame(rows), (1.0, 0.5))  # keep 1 has no mask: no line
     assert (
-        "keep 0.5, prune-then-finetune on H-SADMM's mask (diagnostic, no target): median 82.8% (range 82.0-83.5)"
-        in line
+        "keep 0.5, prune-then-finetune on H-SADMM's mask (diagnostic, no target): median 82.8% (range 82.0-83.5)" in ptf
     )
-    assert "against H-SADMM +6.2 points (per seed +5.0, +7.5)" in line, line
-    assert "against prune-then-finetune on its L1 mask -0.8 (per seed -2.0, +0.5)" in line, line
+    assert "against H-SADMM +6.2 points (per seed +5.0, +7.5)" in ptf, ptf
+    assert "against prune-then-finetune on its L1 mask -0.8 points (per seed -2.0, +0.5)" in ptf, ptf
+    assert "same mask" not in ptf
+    assert "keep 0.5, local SGD (one average per epoch) on H-SADMM's mask (diagnostic, no target): median 79.5%" in lsgd
+    assert "against H-SADMM +3.0 points (per seed +3.0, +3.0)" in lsgd, lsgd
+    assert "against prune-then-finetune on the same mask -3.2 points (per seed -2.0, -4.5)" in lsgd, lsgd
+    only_ptf = pd.DataFrame([r for r in rows if not r["run"].startswith("lsgdmask")])
+    assert pruned.mask_lines(only_ptf, (0.5,)) == [ptf]
+
+
+def test_the_local_sgd_diagnostic_without_its_plugin_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if pruned.LOCAL_SGD_ON_MASK in pruned.METHOD_NAMES:
+        pytest.skip("this pytest process was started with the example registered")
+    results = tmp_path / "results"
+    assert pruned.main(["--keeps", "0.5", "--localsgd-on-hsadmm-mask", "--results", str(results)]) == 2
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert err == (
+        "error: --localsgd-on-hsadmm-mask runs local_sgd_epoch_on_mask: set PRUNEX_METHODS=examples.local_sgd"
+    )
+    assert not results.exists()

@@ -32,7 +32,7 @@ def test_a_module_named_in_the_variable_registers_its_method_without_torch() -> 
         "from prunex.training.config import RunConfig\n"
         "from analysis import style\n"
         "RunConfig(method='local_sgd')\n"
-        "print(*METHOD_NAMES[-2:], '|', style.method_label('local_sgd'), '|', 'torch' in sys.modules)\n"
+        "print(*METHOD_NAMES[-3:], '|', style.method_label('local_sgd'), '|', 'torch' in sys.modules)\n"
         "try:\n"
         "    register(MethodInfo('mine', 'Mine', '#000000', 'x:Y', False, 'ddp', 'nothing'))\n"
         "except RuntimeError as e:\n"
@@ -46,7 +46,7 @@ def test_a_module_named_in_the_variable_registers_its_method_without_torch() -> 
     assert proc.returncode == 0, proc.stderr
     first, late, averaged = proc.stdout.strip().splitlines()
     # listed after the paper's methods, labelled in figures; registering keeps the launchers torch-free
-    assert first == "local_sgd local_sgd_epoch | Local SGD (example) | False"
+    assert first == "local_sgd local_sgd_epoch local_sgd_epoch_on_mask | Local SGD (example) | False"
     assert late.startswith("register('mine') after the registry was made")
     # after which steps the ranks average, 10 steps an epoch: local_sgd every PERIOD (8) steps and at each epoch's
     # end; local_sgd_epoch (benchmarks.pruned's control) at each epoch's end only
@@ -152,3 +152,47 @@ def test_the_example_trains_logs_and_averages_through_prunex_run(data_root: Path
         mine = comm[comm["rank"] == rank]
         assert list(mine["iteration"]) == [7, 9] and set(mine["op"]) == {"allreduce"}, mine
         assert (mine["bytes"] == 4 * params).all()  # every parameter, float32, once per averaging
+
+
+@pytest.mark.slow
+def test_the_masked_control_trains_another_runs_mask_and_keeps_it_zero(data_root: Path, tmp_path: Path) -> None:
+    """local_sgd_epoch_on_mask (benchmarks.pruned --localsgd-on-hsadmm-mask): the mask of `--mask-from`'s
+    final_masks.parquet from the first step to the exported model, one average at the epoch's end."""
+    results = tmp_path / "results"
+    source = results / "adhoc" / "hs"
+    source.mkdir(parents=True)
+    rows = [{"layer": "layer1.0.conv2.weight", "out_keep": "1" * 16, "in_keep": "10" * 8, "density": 0.5}]
+    pd.DataFrame(rows).to_parquet(source / "final_masks.parquet")
+    argv = [
+        sys.executable, "-m", "prunex.run", "--method", "local_sgd_epoch_on_mask", "--mask-from", "hs",
+        "--nodes", "2", "--procs-per-node", "1", "--executor", "local", "--dataset", "digits",
+        "--data-root", str(data_root), "--train-subset", "640", "--epochs", "1", "--bn-batches", "2",
+        "--name", "mine", "--results", str(results),
+    ]  # fmt: skip
+    proc = subprocess.run(argv, env=_env("examples.local_sgd"), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = results / "adhoc" / "mine"
+    w = torch.load(run / "final_model.pt", weights_only=True)["layer1.0.conv2.weight"]
+    assert (w[:, 1::2] == 0).all() and (w[:, 0::2] != 0).all()  # off the mask exactly zero, trained on it
+    logged = pd.read_parquet(run / "final_masks.parquet").set_index("layer")
+    assert logged.loc["layer1.0.conv2.weight", "in_keep"] == "10" * 8
+    assert list(logged.index) == ["layer1.0.conv2.weight"]  # the source's rows, no more
+    comm = pd.read_parquet(run / "comm.parquet")
+    assert sorted(set(comm["iteration"])) == [9]  # 10 steps: one average, after the epoch's last
+
+
+def test_the_masked_control_without_a_mask_is_refused(tmp_path: Path) -> None:
+    code = (
+        "from types import SimpleNamespace\n"
+        "import prunex.methods.registry\n"  # the registry imports the plugin first, as on the ranks
+        "from examples.local_sgd.method import LocalSGDPerEpochOnMask\n"
+        "from prunex.training.config import RunConfig\n"
+        "try:\n"
+        "    LocalSGDPerEpochOnMask(SimpleNamespace(config=RunConfig(method='local_sgd_epoch_on_mask')))\n"
+        "except RuntimeError as e:\n"
+        "    print(e)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=_env("examples.local_sgd"), capture_output=True, text=True, timeout=120
+    )
+    assert proc.stdout.strip() == "local_sgd_epoch_on_mask: give the run whose final mask it trains (--mask-from RUN)"

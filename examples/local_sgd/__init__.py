@@ -10,9 +10,10 @@ PruneX: it sends DDP's bytes once every `PERIOD` steps instead of every step.
         --executor local --results /tmp/r
 
 A second name, ``local_sgd_epoch``, averages at each epoch's end only (the local SGD control of
-`benchmarks.pruned`). This module only registers the methods: it is imported wherever the registry is
-(launchers, analysis) and stays torch-free; `examples.local_sgd.method` holds the implementation, imported by
-the ranks.
+`benchmarks.pruned`); a third, ``local_sgd_epoch_on_mask``, does so on another run's final mask (`--mask-from
+RUN`, a diagnostic of `benchmarks.pruned --localsgd-on-hsadmm-mask`). This module only registers the methods: it
+is imported wherever the registry is (launchers, analysis) and stays torch-free; `examples.local_sgd.method` holds
+the implementation, imported by the ranks.
 """
 
 from __future__ import annotations
@@ -48,5 +49,19 @@ register(
         workload="ddp",
         summary="flat AllReduce (average) of all parameters at each epoch's end",
         reads=(),
+    )
+)
+# A third: the second on another run's final mask (`--mask-from RUN`, prune-then-finetune's option), the pruned
+# weights kept at zero after every step; `benchmarks.pruned --localsgd-on-hsadmm-mask` runs it on H-SADMM's mask.
+register(
+    MethodInfo(
+        name="local_sgd_epoch_on_mask",
+        label="Local SGD, once per epoch, on a given mask (example)",
+        color="#0b7285",  # dark cyan, beside local_sgd's
+        implementation="examples.local_sgd.method:LocalSGDPerEpochOnMask",
+        outer_iterations=False,
+        workload="ddp",
+        summary="flat AllReduce (average) of all parameters at each epoch's end, on another run's final mask",
+        reads=("prune_finetune",),  # its mask_from
     )
 )

@@ -18,6 +18,8 @@ import torch
 
 from examples.local_sgd import PERIOD
 from prunex.methods.base import Context, IterationResult, StepwiseMethod, load_model_state, model_state
+from prunex.methods.prune_finetune import mask_rows, masks_from
+from prunex.pruning.oneshot import apply_masks
 
 
 def averages_after(k: int, period: int | None, steps_per_epoch: int) -> bool:
@@ -75,3 +77,29 @@ class LocalSGDPerEpoch(LocalSGD):
 
     name = "local_sgd_epoch"
     period = None
+
+
+class LocalSGDPerEpochOnMask(LocalSGDPerEpoch):
+    """``local_sgd_epoch_on_mask``: `local_sgd_epoch` on another run's final mask (`--mask-from RUN`, read as
+    prune-then-finetune reads it: `prunex.methods.prune_finetune.masks_from`), the pruned weights back to zero
+    after every step as prune-then-finetune does, so an average (of zeros there) keeps them zero. A diagnostic
+    beside prune-then-finetune on the same mask: the same network from the same start, averaged once per epoch
+    instead of DDP's every step, with none of H-SADMM's proximal pull, duals or penalties."""
+
+    name = "local_sgd_epoch_on_mask"
+
+    def __init__(self, ctx: Context) -> None:
+        run = ctx.config.prune_finetune.mask_from
+        if not run:
+            raise RuntimeError(f"{self.name}: give the run whose final mask it trains (--mask-from RUN)")
+        self.masks = masks_from(ctx, run)
+        apply_masks(ctx.model, self.masks)
+        super().__init__(ctx)
+        if ctx.topo.rank == 0:
+            ctx.log.append("final_masks", mask_rows(self.masks))
+
+    def step(self, x: torch.Tensor, y: torch.Tensor) -> float:
+        loss = super().step(x, y)
+        with torch.no_grad():
+            apply_masks(self.ctx.model, self.masks)  # the pruned weights stay zero
+        return loss

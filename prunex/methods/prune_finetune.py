@@ -82,6 +82,25 @@ def masks_from(ctx: Context, run: str) -> dict[str, torch.Tensor]:
     return masks
 
 
+def mask_rows(masks: dict[str, torch.Tensor]) -> list[dict[str, Any]]:
+    """`final_masks` rows of element masks (layer, out_keep, in_keep as 0/1 strings, density): what `masks_from`
+    reads back and `prunex.pruning.export` builds the compact model from."""
+    rows = []
+    for layer, m in masks.items():
+        g = GroupMask.from_support(m.cpu())
+        out_keep = torch.zeros(g.total_out, dtype=torch.int64).index_fill_(0, g.out_idx, 1)
+        in_keep = torch.zeros(g.total_in, dtype=torch.int64).index_fill_(0, g.in_idx, 1)
+        rows.append(
+            {
+                "layer": layer,
+                "out_keep": "".join(map(str, out_keep.tolist())),
+                "in_keep": "".join(map(str, in_keep.tolist())),
+                "density": g.density(),
+            }
+        )
+    return rows
+
+
 class PruneFinetune(DDP):
     name = "prune_finetune"
 
@@ -99,23 +118,7 @@ class PruneFinetune(DDP):
             init = ctx.config.init_from
             row = {"target_flops_fraction": target, "flops_fraction": achieved, "keep": keep, "init_from": init}
             ctx.log.append("pruning", [row])
-            ctx.log.append("final_masks", self.mask_rows())
-
-    def mask_rows(self) -> list[dict[str, Any]]:
-        rows = []
-        for layer, m in self.masks.items():
-            g = GroupMask.from_support(m.cpu())
-            out_keep = torch.zeros(g.total_out, dtype=torch.int64).index_fill_(0, g.out_idx, 1)
-            in_keep = torch.zeros(g.total_in, dtype=torch.int64).index_fill_(0, g.in_idx, 1)
-            rows.append(
-                {
-                    "layer": layer,
-                    "out_keep": "".join(map(str, out_keep.tolist())),
-                    "in_keep": "".join(map(str, in_keep.tolist())),
-                    "density": g.density(),
-                }
-            )
-        return rows
+            ctx.log.append("final_masks", mask_rows(self.masks))
 
     def step(self, x: torch.Tensor, y: torch.Tensor) -> float:
         loss = super().step(x, y)
