@@ -56,7 +56,17 @@ def _run(rank: int, tmp: str, admm: ADMMConfig, bn_batches: int) -> dict:
         return train(epochs)
 
     method.local_training = local_training
-    for k in range(2):  # one SGD step per outer iteration (one batch per rank)
+    import prunex.methods.hsadmm as hsadmm_module
+
+    made = hsadmm_module.ProximalPull
+    out["pull_rho"] = []  # the largest rho_1 phase 1 adds, per outer iteration
+
+    def pull(params: dict, anchors: dict, rho: dict, masks: dict) -> object:
+        out["pull_rho"].append(max(rho.values()))
+        return made(params, anchors, rho, masks)
+
+    hsadmm_module.ProximalPull = pull
+    for k in range(admm.iterations):  # one SGD step per outer iteration (one batch per rank)
         comm.iteration = k
         method.train_iteration(k)
     p = model.conv2.weight
@@ -86,6 +96,17 @@ def test_phase1_starts_from_the_ranks_own_theta_or_from_z(start: str, tmp_path: 
     admm = ADMMConfig(iterations=2, local_epochs=1, phase1_start=start, freeze_iteration=2)
     for r in run_distributed(_run, 2, str(tmp_path), admm, 2):
         assert r["starts_at_z"] == [True, start == "z"]
+
+
+@pytest.mark.parametrize("retraining", ["admm", "local_sgd"])
+def test_on_the_frozen_mask_phase1_is_admms_or_local_sgds(retraining: str, tmp_path: Path) -> None:
+    # iteration 0 dynamic, the mask frozen at T_freeze 1: iteration 1 restarts from z (masked retraining's start,
+    # whatever the variant), iteration 2 starts from its own theta (Alg. 1) or from z again without the pull
+    admm = ADMMConfig(iterations=3, local_epochs=1, freeze_iteration=1, channel_keep=0.5, retraining=retraining)
+    for r in run_distributed(_run, 2, str(tmp_path), admm, 2):
+        assert r["starts_at_z"] == [True, True, retraining == "local_sgd"]
+        assert r["pull_rho"][0] > 0  # the dynamic phase 1 is Alg. 1's either way
+        assert all((rho == 0) == (retraining == "local_sgd") for rho in r["pull_rho"][1:]), r["pull_rho"]
 
 
 @pytest.mark.parametrize("bn_batches, average", [(2, None), (0, None), (2, True)])

@@ -18,6 +18,8 @@ when the mask froze and why.
 
 Phase 1 starts from the rank's own theta (Alg. 1 line 4); `ADMMConfig.phase1_start` "z", a stated variant, starts
 every phase 1 after the first from the global consensus z instead.
+`ADMMConfig.retraining` "local_sgd", another stated variant, starts every phase 1 on the frozen mask from z and
+adds no proximal term there (local SGD between the consensus rounds, which are unchanged).
 
 SGD momentum (`ADMMConfig.momentum_policy`): one optimizer serves the whole run, so by default
 ("carry") the momentum buffers of one phase 1 carry into the next outer iteration's, across the jump
@@ -115,8 +117,13 @@ class ADMMMethod(Method):
         model.train()
         if self.ctx.config.admm.momentum_policy == "reset":
             self.optimizer.state.clear()  # zero momentum: a fresh solve of eq. (8) around the new anchor
-        # anchors z_i^k - u^k and penalties fixed during phase 1; the frozen mask ({} while it is dynamic)
-        pull = ProximalPull(self.params, self.engine.anchors(), self.engine.rho_intra, self.masks_for_training())
+        # anchors z_i^k - u^k and penalties fixed during phase 1; the frozen mask ({} while it is dynamic); no pull
+        # on the frozen mask with `ADMMConfig.retraining` "local_sgd" (rho_1 0 in phase 1 only)
+        masks = self.masks_for_training()
+        rho = self.engine.rho_intra
+        if self.engine.frozen and self.ctx.config.admm.retraining == "local_sgd":
+            rho = dict.fromkeys(rho, 0.0)
+        pull = ProximalPull(self.params, self.engine.anchors(), rho, masks)
         losses: list[torch.Tensor] = []  # read once after phase 1, not once per step (a device sync each)
         for _ in range(epochs):
             for x, y in self.batches(self.epochs_done):
@@ -156,6 +163,8 @@ class ADMMMethod(Method):
         if self.engine.frozen and self.masked_from is None:
             self.start_on_mask(k)
         elif k > 0 and a.phase1_start == "z":  # a variant of Alg. 1 line 4 (`ADMMConfig.phase1_start`)
+            self.engine.theta_from_z()
+        elif self.masked_from is not None and a.retraining == "local_sgd":  # a variant (`ADMMConfig.retraining`)
             self.engine.theta_from_z()
         timer = self.ctx.comm.timer
         local = timer.start()

@@ -37,6 +37,7 @@ LINK_MODELS = ("none", "alpha-beta", "netns-tc")
 MOMENTUM_POLICIES = ("carry", "reset")
 RHO_SCHEDULES = ("grow", "balance")  # ADMMConfig.rho_schedule
 PHASE1_STARTS = ("theta", "z")  # ADMMConfig.phase1_start
+RETRAININGS = ("admm", "local_sgd")  # ADMMConfig.retraining
 WIRE_DTYPES = ("fp32", "bf16", "fp16")  # element types on the wire: H-SADMM's compact buckets, DDP's gradients
 INTER_EXCHANGES = ("leader", "sharded")  # how the compact buckets cross nodes
 SHARED_RUNS_DIR = "runs"  # RESULTS/runs/<shared id>: every run, once; experiments link to it
@@ -55,7 +56,11 @@ OPERATIONAL = ("checkpoint_every_min", "collective_timeout_s", "bind_cores", "be
 # Training fields added after results directories were made, each with the default that is the behaviour those
 # runs had: left out of the training key (`RunConfig.training_dict`) at that default, so that a results directory
 # made before keeps its finished runs, and their directories' names, when `./run_all.sh` resumes it.
-KEY_OMITS_AT_DEFAULT = {("admm", "phase1_start"): "theta", ("prune_finetune", "mask_from"): ""}
+KEY_OMITS_AT_DEFAULT = {
+    ("admm", "phase1_start"): "theta",
+    ("admm", "retraining"): "admm",
+    ("prune_finetune", "mask_from"): "",
+}
 
 
 # Defaults that depend on the dataset. CIFAR-10: the paper's sec. 5.1.5 (batch 128 per GPU, SGD
@@ -156,6 +161,12 @@ class ADMMConfig:
     # every rank from the average (a stated variant, not the paper's: it asks what keeping one's own theta between
     # rounds costs; the duals, penalties and momentum are untouched). docs/hsadmm.md says what we measured.
     phase1_start: str = "theta"
+    # How phase 1 runs on the frozen mask: "admm", Alg. 1's (warm from the rank's own theta, phase1_start aside,
+    # with the proximal term of eq. (8)); "local_sgd", a stated diagnostic variant, not the paper's: every phase 1
+    # on the frozen mask starts from the global consensus z and adds no proximal term, so the ranks train as local
+    # SGD does between averagings; the consensus steps (eqs. 9-13) are unchanged. It asks what the consensus costs
+    # after the freeze, where the mask is no longer being found. docs/hsadmm.md says what we measured.
+    retraining: str = "admm"
     # Average BatchNorm running statistics over all ranks at every consensus (inter-node too). None: only
     # when evaluation does not re-estimate them (RunConfig.bn_batches == 0), since re-estimation throws the
     # averages away; RunConfig.averages_bn_stats resolves it.
@@ -206,6 +217,8 @@ class ADMMConfig:
             )
         if self.phase1_start not in PHASE1_STARTS:
             raise ConfigError(f"phase1_start must be one of {', '.join(PHASE1_STARTS)}, got {self.phase1_start!r}")
+        if self.retraining not in RETRAININGS:
+            raise ConfigError(f"retraining must be one of {', '.join(RETRAININGS)}, got {self.retraining!r}")
         if self.inter_exchange not in INTER_EXCHANGES:
             raise ConfigError(
                 f"inter_exchange must be one of {', '.join(INTER_EXCHANGES)}, got {self.inter_exchange!r}"
