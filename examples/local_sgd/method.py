@@ -18,7 +18,7 @@ import torch
 
 from examples.local_sgd import PERIOD
 from prunex.methods.base import Context, IterationResult, StepwiseMethod, load_model_state, model_state
-from prunex.methods.prune_finetune import mask_rows, masks_from
+from prunex.methods.prune_finetune import KeepsMask, mask_rows, masks_from
 from prunex.pruning.oneshot import apply_masks
 
 
@@ -79,12 +79,12 @@ class LocalSGDPerEpoch(LocalSGD):
     period = None
 
 
-class LocalSGDPerEpochOnMask(LocalSGDPerEpoch):
+class LocalSGDPerEpochOnMask(KeepsMask, LocalSGDPerEpoch):
     """``local_sgd_epoch_on_mask``: `local_sgd_epoch` on another run's final mask (`--mask-from RUN`, read as
     prune-then-finetune reads it: `prunex.methods.prune_finetune.masks_from`), the pruned weights back to zero
-    after every step as prune-then-finetune does, so an average (of zeros there) keeps them zero. A diagnostic
-    beside prune-then-finetune on the same mask: the same network from the same start, averaged once per epoch
-    instead of DDP's every step, with none of H-SADMM's proximal pull, duals or penalties."""
+    after every step as prune-then-finetune does (`KeepsMask`), so an average (of zeros there) keeps them zero.
+    A diagnostic beside prune-then-finetune on the same mask: the same network from the same start, averaged once
+    per epoch instead of DDP's every step, with none of H-SADMM's proximal pull, duals or penalties."""
 
     name = "local_sgd_epoch_on_mask"
 
@@ -97,9 +97,3 @@ class LocalSGDPerEpochOnMask(LocalSGDPerEpoch):
         super().__init__(ctx)
         if ctx.topo.rank == 0:
             ctx.log.append("final_masks", mask_rows(self.masks))
-
-    def step(self, x: torch.Tensor, y: torch.Tensor) -> float:
-        loss = super().step(x, y)
-        with torch.no_grad():
-            apply_masks(self.ctx.model, self.masks)  # the pruned weights stay zero
-        return loss

@@ -101,7 +101,21 @@ def mask_rows(masks: dict[str, torch.Tensor]) -> list[dict[str, Any]]:
     return rows
 
 
-class PruneFinetune(DDP):
+class KeepsMask:
+    """A method mixin (before the method's class in the bases): after every SGD step of the method's own, the
+    weights off `self.masks` back to zero, so the physically pruned network is what trains."""
+
+    masks: dict[str, torch.Tensor]
+    ctx: Context
+
+    def step(self, x: torch.Tensor, y: torch.Tensor) -> float:
+        loss = super().step(x, y)  # the method's own step, next in the bases
+        with torch.no_grad():
+            apply_masks(self.ctx.model, self.masks)  # the pruned weights stay zero
+        return loss
+
+
+class PruneFinetune(KeepsMask, DDP):
     name = "prune_finetune"
 
     def __init__(self, ctx: Context) -> None:
@@ -119,9 +133,3 @@ class PruneFinetune(DDP):
             row = {"target_flops_fraction": target, "flops_fraction": achieved, "keep": keep, "init_from": init}
             ctx.log.append("pruning", [row])
             ctx.log.append("final_masks", mask_rows(self.masks))
-
-    def step(self, x: torch.Tensor, y: torch.Tensor) -> float:
-        loss = super().step(x, y)
-        with torch.no_grad():
-            apply_masks(self.ctx.model, self.masks)  # the pruned weights stay zero
-        return loss
