@@ -57,3 +57,15 @@ def test_a_mask_and_a_flops_target_are_refused_together() -> None:
         PruneFinetuneConfig(mask_from="hs", flops_from="hs")
     a = RunConfig(method="prune_finetune", init_from="s", prune_finetune=PruneFinetuneConfig(mask_from="hs"))
     assert a.training_key() != RunConfig(method="prune_finetune", init_from="s").training_key()
+
+
+def test_a_run_that_reads_another_runs_mask_waits_for_it() -> None:
+    from experiments import cli
+
+    hs = RunConfig(method="hsadmm", name="hs", init_from="s")
+    ptf = RunConfig(
+        method="prune_finetune", name="p", init_from="s", prune_finetune=PruneFinetuneConfig(mask_from="hs")
+    )
+    assert ptf.depends_on == ["s", "hs"]
+    assert [[c.name for c in w] for w in cli.waves([ptf, hs])] == [["hs"], ["p"]]
+    assert RunConfig(method="ddp", name="d", init_from="s").depends_on == ["s"]

@@ -461,9 +461,11 @@ class RunConfig:
 
     @property
     def depends_on(self) -> list[str]:
-        """Runs of the same experiment that must be finished before this one starts."""
-        flops = self.prune_finetune.flops_from if self.method == "prune_finetune" else ""
-        return [n for n in (self.init_from, flops) if n]
+        """Runs of the same experiment that must be finished before this one starts: the one it starts from
+        (`init_from`) and, for a method that reads `prune_finetune`, those whose FLOPs or final mask it reads
+        when it starts (`flops_from`, `mask_from`)."""
+        pf = self.prune_finetune if "prune_finetune" in method_info(self.method).reads else PruneFinetuneConfig()
+        return [n for n in (self.init_from, pf.flops_from, pf.mask_from) if n]
 
     @property
     def run_id(self) -> str:
