@@ -98,13 +98,13 @@ def test_phase1_starts_from_the_ranks_own_theta_or_from_z(start: str, tmp_path: 
         assert r["starts_at_z"] == [True, start == "z"]
 
 
-@pytest.mark.parametrize("retraining", ["admm", "local_sgd"])
+@pytest.mark.parametrize("retraining", ["admm", "admm_from_z", "local_sgd"])
 def test_on_the_frozen_mask_phase1_is_admms_or_local_sgds(retraining: str, tmp_path: Path) -> None:
     # iteration 0 dynamic, the mask frozen at T_freeze 1: iteration 1 restarts from z (masked retraining's start,
-    # whatever the variant), iteration 2 starts from its own theta (Alg. 1) or from z again without the pull
+    # whatever the variant), iteration 2 starts from its own theta (Alg. 1) or from z again, with the pull or not
     admm = ADMMConfig(iterations=3, local_epochs=1, freeze_iteration=1, channel_keep=0.5, retraining=retraining)
     for r in run_distributed(_run, 2, str(tmp_path), admm, 2):
-        assert r["starts_at_z"] == [True, True, retraining == "local_sgd"]
+        assert r["starts_at_z"] == [True, True, retraining != "admm"]
         assert r["pull_rho"][0] > 0  # the dynamic phase 1 is Alg. 1's either way
         assert all((rho == 0) == (retraining == "local_sgd") for rho in r["pull_rho"][1:]), r["pull_rho"]
 

@@ -18,8 +18,8 @@ when the mask froze and why.
 
 Phase 1 starts from the rank's own theta (Alg. 1 line 4); `ADMMConfig.phase1_start` "z", a stated variant, starts
 every phase 1 after the first from the global consensus z instead.
-`ADMMConfig.retraining` "local_sgd", another stated variant, starts every phase 1 on the frozen mask from z and
-adds no proximal term there (local SGD between the consensus rounds, which are unchanged).
+`ADMMConfig.retraining` "admm_from_z" and "local_sgd", two more stated variants, start every phase 1 on the frozen
+mask from z, the second without the proximal term (local SGD between the consensus rounds, which are unchanged).
 
 SGD momentum (`ADMMConfig.momentum_policy`): one optimizer serves the whole run, so by default
 ("carry") the momentum buffers of one phase 1 carry into the next outer iteration's, across the jump
@@ -164,7 +164,7 @@ class ADMMMethod(Method):
             self.start_on_mask(k)
         elif k > 0 and a.phase1_start == "z":  # a variant of Alg. 1 line 4 (`ADMMConfig.phase1_start`)
             self.engine.theta_from_z()
-        elif self.masked_from is not None and a.retraining == "local_sgd":  # a variant (`ADMMConfig.retraining`)
+        elif self.masked_from is not None and a.retraining != "admm":  # a variant (`ADMMConfig.retraining`)
             self.engine.theta_from_z()
         timer = self.ctx.comm.timer
         local = timer.start()
