@@ -200,15 +200,7 @@ class ADMMMethod(Method):
 
     def final_mask_rows(self) -> list[dict]:
         """The global group masks of the final model, as 0/1 strings (for Fig. 13)."""
-        return [
-            {
-                "layer": n,
-                "out_keep": "".join(map(str, g.out_keep.int().tolist())),
-                "in_keep": "".join(map(str, g.in_keep.int().tolist())),
-                "density": g.density(),
-            }
-            for n, g in self.engine.masks.items()
-        ]
+        return [g.row(n) for n, g in self.engine.masks.items()]
 
     def eval_model(self) -> nn.Module:
         """The masked consensus z, with the BatchNorm statistics averaged over all ranks (when the engine

@@ -83,22 +83,9 @@ def masks_from(ctx: Context, run: str) -> dict[str, torch.Tensor]:
 
 
 def mask_rows(masks: dict[str, torch.Tensor]) -> list[dict[str, Any]]:
-    """`final_masks` rows of element masks (layer, out_keep, in_keep as 0/1 strings, density): what `masks_from`
-    reads back and `prunex.pruning.export` builds the compact model from."""
-    rows = []
-    for layer, m in masks.items():
-        g = GroupMask.from_support(m.cpu())
-        out_keep = torch.zeros(g.total_out, dtype=torch.int64).index_fill_(0, g.out_idx, 1)
-        in_keep = torch.zeros(g.total_in, dtype=torch.int64).index_fill_(0, g.in_idx, 1)
-        rows.append(
-            {
-                "layer": layer,
-                "out_keep": "".join(map(str, out_keep.tolist())),
-                "in_keep": "".join(map(str, in_keep.tolist())),
-                "density": g.density(),
-            }
-        )
-    return rows
+    """`final_masks` rows of element masks (`GroupMask.row`): what `masks_from` reads back and
+    `prunex.pruning.export` builds the compact model from."""
+    return [GroupMask.from_support(m.cpu()).row(layer) for layer, m in masks.items()]
 
 
 class KeepsMask:

@@ -136,6 +136,16 @@ class GroupMask:
             self._density = self.element_mask().float().mean().item()
         return self._density
 
+    def row(self, layer: str) -> dict[str, str | float]:
+        """The layer's row of ``final_masks.parquet``: the kept filters and input channels as 0/1 strings and the
+        density (`prunex.methods.prune_finetune.masks_from` reads it back)."""
+        return {
+            "layer": layer,
+            "out_keep": "".join(map(str, self.out_keep.int().tolist())),
+            "in_keep": "".join(map(str, self.in_keep.int().tolist())),
+            "density": self.density(),
+        }
+
     # -- mask sync and drift -----------------------------------------------------------------------
     def numel_vector(self) -> int:
         """Length of :meth:`vector`."""
