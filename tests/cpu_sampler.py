@@ -4,7 +4,8 @@
     python tests/cpu_sampler.py report OUT.jsonl
 
 `record` runs the command and, until it ends, reads `/proc/<pid>/stat` of every process once a second
-(user + system time, the process's own threads, not its children), with the command line and the test
+(user + system time, the process's own threads, not its children), with the command line, the process name
+(a local job's task forked from its controller is `prunex-task<k>`: `prunex.cluster.local_fork`) and the test
 that started it (`PYTEST_CURRENT_TEST` in the environment the process started with; a pytest-xdist worker
 itself has none). A process that lived less than a second, or the CPU of its last second, can be missed.
 Processes that were running before the command are left out and every process started meanwhile is in: run
@@ -28,6 +29,7 @@ from typing import Any
 KINDS = {  # a substring of the command line -> its kind
     "multiprocessing.spawn": "pool or probe process (spawn)",
     "submitit.core._submit": "job rank (submitit)",
+    "prunex.cluster.jobs controller": "local job controller",
     "exec(eval(sys.stdin.readline()))": "pytest-xdist worker",
     "prunex.run": "launcher (python -m prunex.run)",
     "experiments.": "driver (python -m experiments.*)",
@@ -60,6 +62,8 @@ def _sample(seen: dict[tuple[int, int], dict[str, Any]], skip: set[tuple[int, in
                     test = _env_value(f.read(), "PYTEST_CURRENT_TEST").split(" (")[0]
                 rec = seen[key] = {"pid": key[0], "cmd": cmd, "test": test}
             rec["cpu_s"] = cpu
+            with open(f"/proc/{name}/comm") as f:  # a forked task names itself after it starts (prunex-task<k>)
+                rec["comm"] = f.read().strip()
         except (OSError, ValueError, IndexError):  # the process ended while being read
             continue
 
@@ -92,6 +96,8 @@ def report(path: str) -> int:
     by_test: collections.Counter[str] = collections.Counter()
     for r in recs:
         kind = next((k for s, k in KINDS.items() if s in r["cmd"]), "other")
+        if r.get("comm", "").startswith("prunex-task"):  # its command line is its controller's (local_fork)
+            kind = "job rank (forked from its local controller)"
         by_kind[kind] += r["cpu_s"]
         by_test[r["test"] or f"(no test: {kind})"] += r["cpu_s"]
     print(f"{len(recs)} processes, {sum(by_kind.values()):.0f} s of CPU")

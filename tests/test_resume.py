@@ -66,8 +66,10 @@ def _run(
 
 
 def test_killed_and_preempted_run_resumes_to_the_same_result(data_root: Path, tmp_path: Path) -> None:
-    # uninterrupted, default cadence (20 min): no checkpoint at all in a run this short
-    _run(tmp_path / "a")
+    # uninterrupted, default cadence (20 min): no checkpoint at all in a run this short. Its tasks are spawned, each
+    # an interpreter of its own, and those of the killed and resumed run below are forked from the job's controller
+    # (prunex.cluster.local_fork): the bitwise equality at the end holds across the two ways a task starts too
+    _run(tmp_path / "a", env={"PRUNEX_LOCAL_FORK": "0"})
     run_a = tmp_path / "a" / "adhoc" / "resume"
     assert not (run_a / "checkpoints.parquet").exists()
     # a checkpoint at every evaluation point (cadence 0); SIGKILL once iteration 1's set is complete
@@ -106,6 +108,9 @@ def test_killed_and_preempted_run_resumes_to_the_same_result(data_root: Path, tm
     # each attempt keeps its own meta: the resumed attempt did not overwrite the first one's
     first, second = (json.loads((run_b / name).read_text()) for name in ("meta.json", "meta.attempt2.json"))
     assert (first["attempt"], second["attempt"]) == (1, 2) and first["started"] <= second["started"]
+    forked = "forked from the local job's controller after it loaded prunex.training.train"
+    assert json.loads((run_a / "meta.json").read_text())["task_start"] == "its own interpreter"
+    assert first["task_start"] == second["task_start"] == forked
     assert not (run_a / "meta.attempt2.json").exists()
 
 

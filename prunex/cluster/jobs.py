@@ -40,6 +40,8 @@ from typing import Any
 import submitit
 from submitit.local.local import LocalExecutor, LocalJob
 
+from prunex.cluster import local_fork
+
 ALIVE, GONE, UNKNOWN = "alive", "gone", "unknown"
 # squeue states in which a job may still run or write (slurm squeue(1), JOB STATE CODES)
 SLURM_LIVE_STATES = {
@@ -180,7 +182,9 @@ def die_with_parent(expected_parent: int | None = None, sig: int = signal.SIGKIL
 # -- the local executor ----------------------------------------------------------------------------
 class LocalGroupExecutor(LocalExecutor):
     """submitit's LocalExecutor whose controller runs `python -m prunex.cluster.jobs controller FOLDER`: a
-    new session (process group = job id), dying with its launcher, then submitit's own Controller."""
+    new session (process group = job id), dying with its launcher, then submitit's own Controller, or, given
+    the parameter `preload` (a module name, `prunex.cluster.local_fork.preload_for`), one that loads that
+    module once and forks the tasks from it (`prunex.cluster.local_fork.ForkingController`)."""
 
     def _submit_command(self, command: str) -> LocalJob:
         if self.parameters.get("setup"):
@@ -214,6 +218,8 @@ class LocalGroupExecutor(LocalExecutor):
             # port the kernel just handed out as free is far less likely to be taken
             MASTER_PORT=str(free_port()),
         )
+        # the module its controller loads once before forking the tasks, "" to spawn them (prunex.cluster.local_fork)
+        env[local_fork.PRELOAD_ENV] = self.parameters.get("preload", "")
         cmd = [sys.executable, "-m", "prunex.cluster.jobs", "controller", str(self.folder)]
         process = subprocess.Popen(cmd, env=env, start_new_session=True)
         return LocalJob(folder=self.folder, job_id=str(process.pid), process=process, tasks=list(range(ntasks)))
@@ -233,12 +239,15 @@ def _kill_own_group(signum: int, frame: object) -> None:
 def _controller_main(folder: str) -> None:
     """The local job's controller: when the launcher dies (SIGHUP, asked of the kernel; submitit's
     Controller uses SIGTERM and USR2), the whole process group, every task whatever it runs, is
-    killed; then submitit's Controller runs the tasks."""
+    killed; then submitit's Controller runs the tasks (forked after loading the job's module, where the
+    executor asked for it: `prunex.cluster.local_fork`)."""
     from submitit.local.local import Controller
 
     signal.signal(signal.SIGHUP, _kill_own_group)
     die_with_parent(int(os.environ["PRUNEX_LAUNCHER_PID"]), signal.SIGHUP)
-    Controller(Path(folder)).run()
+    preload = os.environ.pop(local_fork.PRELOAD_ENV, "")  # the controller's, not the tasks'
+    controller = local_fork.ForkingController(Path(folder), preload) if preload else Controller(Path(folder))
+    controller.run()
 
 
 @contextlib.contextmanager

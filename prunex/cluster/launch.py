@@ -29,7 +29,7 @@ from typing import TypeVar
 import submitit
 from submitit.core.utils import UncompletedJobError
 
-from prunex.cluster import jobs
+from prunex.cluster import jobs, local_fork
 from prunex.cluster.executor import make_executor, submitit_parameters
 from prunex.cluster.interrupt import Interrupted, deferred, last_signal, resume_hint
 from prunex.cluster.lock import RunClaim, claim_run, record_job, release_claim
@@ -244,6 +244,8 @@ def _submit_group(
         for _, run_dir, _ in items:
             _clear_leftovers(run_dir)
     executor = make_executor(first, folder or items[0][1] / "submitit", slurm, export=export)
+    if first.executor == "local":  # the tasks forked from a controller that loaded their module once
+        executor.update_parameters(preload=local_fork.preload_for(first, (ExportJob if export else TrainJob).module))
     if one_at_a_time and first.executor == "slurm":
         executor.update_parameters(slurm_array_parallelism=1)
     out = _submit_and_record(executor, items, echo, export)  # its callers defer an interrupt over it

@@ -66,6 +66,8 @@ class TrainJob(submitit.helpers.Checkpointable):
     exits as submitit's handler makes rank 0 exit. The requeued job resumes from that checkpoint.
     """
 
+    module = "prunex.training.train"  # what `_run` imports: a local job's controller loads it before forking
+
     def __init__(self, config: RunConfig, run_dir: str) -> None:
         self.config, self.run_dir = config, run_dir
 
@@ -140,6 +142,8 @@ class ExportJob:
     """The one task of a run's export job (`prunex.training.export_step`): the compact model and its
     inference bench of a TRAINED run, then DONE. It checks, as `TrainJob` does, that it is the run's recorded
     job; an interrupted or failed export is submitted again by the next launch (it has no checkpoint)."""
+
+    module = "prunex.training.export_step"  # what `__call__` imports (TrainJob.module)
 
     def __init__(self, config: RunConfig, run_dir: str) -> None:
         self.config, self.run_dir = config, run_dir

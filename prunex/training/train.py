@@ -50,6 +50,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader, Subset
 
+from prunex.cluster.local_fork import task_start
 from prunex.cluster.regime import bind_to_core, usable_cores
 from prunex.cluster.regime import read as read_regime
 from prunex.comm import Comm
@@ -219,6 +220,7 @@ def _train(config: RunConfig, run_dir: Path, topo, device: torch.device, faults:
         meta["cpu_binding"] = (
             "one core per process (prunex.cluster.regime.bind_to_core)" if config.bind_cores else "none"
         )
+        meta["task_start"] = task_start()  # forked from a local job's controller, or an interpreter of its own
         meta["malloc"] = allocator.applied()  # applied by `train` at start; None: glibc's defaults
         regime = read_regime()  # the regime-matched profile's link rate and why (prunex.cluster.regime)
         if regime is not None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from prunex.cluster import local_fork
 from prunex.training import stack_report
 from prunex.training.config import RunConfig
 from prunex.training.log import merge_parts, read_parquet, write_atomic
@@ -19,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _task_pids(folder: Path, rank: int) -> list[int]:
-    """Processes of a submitit local job task, found by their environment and command line."""
+    """Processes of a submitit local job task, found by their command line (the job's folder is in it) and their
+    environment (a spawned task) or process name (a task forked from the controller: prunex.cluster.local_fork)."""
     pids = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -27,9 +29,11 @@ def _task_pids(folder: Path, rank: int) -> list[int]:
         try:
             cmd = (proc / "cmdline").read_bytes()
             env = (proc / "environ").read_bytes()
+            name = (proc / "comm").read_text().strip()
         except OSError:
             continue
-        if str(folder).encode() in cmd and f"SUBMITIT_LOCAL_GLOBALID={rank}\0".encode() in env:
+        spawned = f"SUBMITIT_LOCAL_GLOBALID={rank}\0".encode() in env
+        if str(folder).encode() in cmd and (spawned or name == local_fork.task_name(rank)):
             pids.append(int(proc.name))
     return pids
 
