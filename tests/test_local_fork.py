@@ -7,8 +7,8 @@ from __future__ import annotations
 import inspect
 import os
 import signal
+import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -74,26 +74,37 @@ def test_a_forked_task_s_exception_reaches_the_launcher_and_its_log(tmp_path: Pa
     assert "ValueError: the task's own error" in log and log.count("Traceback") >= 1
 
 
+FORKED_TASK_PROBE = """
+import os, signal, sys, time
+from prunex.cluster.local_fork import ForkedTask
+
+def wait(task):
+    deadline = time.monotonic() + 30
+    while task.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return task.returncode
+
+pid = os.fork()
+if pid == 0:
+    os._exit(7)
+print(wait(ForkedTask(pid)))
+pid = os.fork()
+if pid == 0:
+    time.sleep(60)
+    os._exit(0)
+task = ForkedTask(pid)
+task.send_signal(signal.SIGTERM)
+print(wait(task))
+task.send_signal(signal.SIGTERM)  # after the end: nothing, no error
+print("ok")
+"""
+
+
 def test_a_forked_child_reports_its_exit_status_and_signal_as_popen_does() -> None:
-    pid = os.fork()
-    if pid == 0:
-        os._exit(7)
-    task = local_fork.ForkedTask(pid)
-    deadline = time.monotonic() + 30
-    while task.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert task.returncode == 7
-    pid = os.fork()
-    if pid == 0:
-        time.sleep(60)
-        os._exit(0)
-    task = local_fork.ForkedTask(pid)
-    task.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + 30
-    while task.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert task.returncode == -signal.SIGTERM
-    task.send_signal(signal.SIGTERM)  # after the end: nothing, no error
+    # in a fresh interpreter: a fork of the pytest worker would carry its threads and signal handlers
+    proc = subprocess.run([sys.executable, "-c", FORKED_TASK_PROBE], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["7", str(-signal.SIGTERM), "ok"]
 
 
 def test_exit_statuses_are_an_interpreter_s(capsys: pytest.CaptureFixture) -> None:

@@ -22,8 +22,10 @@ What a forked task inherits that a fresh interpreter would have made anew, and w
   seeds them. torch's default generator is untouched in the controller, so it starts from torch's fixed seed
   in every task as it did. The string hash seed is the controller's for all tasks (a fresh interpreter draws
   one per process); nothing the ranks must agree on may depend on it in either case.
-- The controller's signal handlers: SIGTERM and SIGHUP back to their defaults, SIGINT to Python's
-  (KeyboardInterrupt), before the task runs; submitit's `process_job` installs its own, as in a fresh task.
+- The controller's signal handlers: blocked across the fork, then SIGTERM and SIGHUP back to their defaults
+  and SIGINT to Python's (KeyboardInterrupt) before they are unblocked, so none of the controller's ever
+  runs in a task; submitit's `process_job` installs its own, as in a fresh task. A signal that came in
+  between is delivered then, to the task's handler.
 - Threads: numpy's BLAS pool and pyarrow's jemalloc start threads at import, and the child has only the
   forking thread. Both libraries register fork handlers; PyTorch's DataLoader forks its workers from processes
   that have far more running (OpenMP, gloo). Python 3.12 warns about forking a process with threads; that
@@ -63,6 +65,9 @@ FORK_ENV = "PRUNEX_LOCAL_FORK"  # "0": every task its own interpreter, as submit
 TASK_START_ENV = "PRUNEX_TASK_START"  # set in a forked task: meta.json `task_start`
 SUBMIT_MODULE = "submitit.core._submit"  # what submitit's local command runs in each task
 GPU_DEVICE_FILES = ("/dev/nvidia0", "/dev/kfd")  # an NVIDIA GPU, an AMD GPU (ROCm's kernel driver)
+# what the controller handles (SIGTERM forwarded to the tasks, SIGHUP kills the group) and Python's SIGINT: blocked
+# across each fork, then in the child back to what a fresh interpreter has
+RESET_SIGNALS = {signal.SIGTERM, signal.SIGHUP, signal.SIGINT}
 TASK_NAME = "prunex-task{k}"  # a forked task's process name (ps -o comm, top; its command line is the controller's)
 _PR_SET_NAME = 15  # linux/prctl.h
 
@@ -142,12 +147,17 @@ class ForkingController(Controller):
         for k in range(self.ntasks):
             sys.stdout.flush()
             sys.stderr.flush()  # nothing of the controller's buffers is written again by the child
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)  # Python >= 3.12: "fork() ... multi-threaded"
-                pid = os.fork()
-            if pid == 0:
-                _run_task(command[-1], k, self.pid, self.module, self.stdouts[k], self.stderrs[k])
-            self.tasks.append(ForkedTask(pid))  # type: ignore[arg-type]  # what the Controller calls of a Popen
+            # the controller's handlers must not run in the child: blocked until the child has put its own
+            blocked = signal.pthread_sigmask(signal.SIG_BLOCK, RESET_SIGNALS)
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", DeprecationWarning)  # Python >= 3.12: "fork() ... multi-threaded"
+                    pid = os.fork()
+                if pid == 0:
+                    _run_task(command[-1], k, self.pid, self.module, self.stdouts[k], self.stderrs[k], blocked)
+                self.tasks.append(ForkedTask(pid))  # type: ignore[arg-type]  # what the Controller calls of a Popen
+            finally:  # a SIGTERM that came meanwhile is forwarded to this task too
+                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 def task_name(k: int) -> str:
@@ -178,15 +188,19 @@ def _exit_status(code: Any) -> int:
     return 1
 
 
-def _run_task(folder: str, k: int, job_id: str, module: str, stdout: IO[str], stderr: IO[str]) -> NoReturn:
+def _run_task(
+    folder: str, k: int, job_id: str, module: str, stdout: IO[str], stderr: IO[str], mask: set[signal.Signals]
+) -> NoReturn:
     """In the forked child: become task `k` of the job (what `python -u -m submitit.core._submit FOLDER` with
-    submitit's task environment would be), run it, and exit with its status without returning."""
+    submitit's task environment would be), run it, and exit with its status without returning. `mask`: the
+    signal mask to restore once the controller's handlers are replaced (they were blocked across the fork)."""
     status = 1
     try:
-        _set_process_name(task_name(k))
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGHUP, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        _set_process_name(task_name(k))
         os.dup2(stdout.fileno(), 1)
         os.dup2(stderr.fileno(), 2)
         sys.stdout = sys.__stdout__ = _stream(1, "strict")
