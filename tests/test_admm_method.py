@@ -60,9 +60,18 @@ def _run(rank: int, tmp: str, admm: ADMMConfig, bn_batches: int) -> dict:
 
     made = hsadmm_module.ProximalPull
     out["pull_rho"] = []  # the largest rho_1 phase 1 adds, per outer iteration
+    out["anchor"] = []  # per outer iteration: phase 1's anchor is z_i - u ("z_i - u"), z_i ("z_i") or neither
 
     def pull(params: dict, anchors: dict, rho: dict, masks: dict) -> object:
         out["pull_rho"].append(max(rho.values()))
+        e = method.engine
+        z_i = getattr(e, e.ANCHOR)
+        with_u = all(torch.equal(anchors[n], z_i[n] - e.u[n]) for n in anchors)
+        without = all(torch.equal(anchors[n], z_i[n]) for n in anchors)
+        if not any(bool(e.u[n].any()) for n in anchors):  # u == 0 (the start, the freeze) makes the two anchors one
+            out["anchor"].append("u = 0" if with_u else "neither")
+        else:
+            out["anchor"].append("z_i - u" if with_u else "z_i" if without else "neither")
         return made(params, anchors, rho, masks)
 
     hsadmm_module.ProximalPull = pull
@@ -98,15 +107,19 @@ def test_phase1_starts_from_the_ranks_own_theta_or_from_z(start: str, tmp_path: 
         assert r["starts_at_z"] == [True, start == "z"]
 
 
-@pytest.mark.parametrize("retraining", ["admm", "admm_from_z", "local_sgd"])
+@pytest.mark.parametrize("retraining", ["admm", "admm_from_z", "admm_from_z_anchor_z", "local_sgd"])
 def test_on_the_frozen_mask_phase1_is_admms_or_local_sgds(retraining: str, tmp_path: Path) -> None:
     # iteration 0 dynamic, the mask frozen at T_freeze 1: iteration 1 restarts from z (masked retraining's start,
-    # whatever the variant), iteration 2 starts from its own theta (Alg. 1) or from z again, with the pull or not
+    # whatever the variant, duals zeroed), iteration 2 starts from its own theta (Alg. 1) or from z again, pulled
+    # towards z_i - u, towards z_i, or not at all
     admm = ADMMConfig(iterations=3, local_epochs=1, freeze_iteration=1, channel_keep=0.5, retraining=retraining)
     for r in run_distributed(_run, 2, str(tmp_path), admm, 2):
         assert r["starts_at_z"] == [True, True, retraining != "admm"]
         assert r["pull_rho"][0] > 0  # the dynamic phase 1 is Alg. 1's either way
         assert all((rho == 0) == (retraining == "local_sgd") for rho in r["pull_rho"][1:]), r["pull_rho"]
+        # the duals are 0 at the start and zeroed at the freeze; by iteration 2 the consensus of 1 has moved them
+        assert r["anchor"][:2] == ["u = 0", "u = 0"], r["anchor"]
+        assert r["anchor"][2] == ("z_i" if retraining == "admm_from_z_anchor_z" else "z_i - u"), r["anchor"]
 
 
 @pytest.mark.parametrize("bn_batches, average", [(2, None), (0, None), (2, True)])

@@ -227,10 +227,13 @@ class ConsensusEngine:
     def frozen(self) -> bool:
         return self.freeze.frozen
 
-    def anchors(self) -> dict[str, torch.Tensor]:
+    def anchors(self, duals: bool = True) -> dict[str, torch.Tensor]:
         """Per parameter, the point the proximal term of phase 1 pulls theta to: rho_1 (theta - anchor)
-        (eq. (8): anchor = z_i - u_ij, ``ANCHOR = "z_node"``; flat consensus: z - u)."""
+        (eq. (8): anchor = z_i - u_ij, ``ANCHOR = "z_node"``; flat consensus: z - u). `duals=False`: z_i (z)
+        alone, `ADMMConfig.retraining` "admm_from_z_anchor_z"'s anchor on the frozen mask (a stated variant)."""
         consensus = getattr(self, self.ANCHOR)
+        if not duals:
+            return {n: consensus[n] for n in self.names}
         return {n: consensus[n] - self.u[n] for n in self.names}
 
     def begin_round(self, k: int, force_frozen: bool) -> bool:

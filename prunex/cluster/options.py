@@ -71,7 +71,8 @@ HELP = {
     "admm.momentum_policy": "ADMM: SGD momentum across outer iterations, carry or reset",
     "admm.phase1_start": "ADMM: every phase 1 starts from the rank's own theta (Alg. 1 line 4) or from z (a variant)",
     "admm.retraining": "ADMM: phase 1 on the frozen mask as Alg. 1 (admm), or from z (admm_from_z, a variant), or "
-    "from z without the pull (local_sgd, a variant)",
+    "from z pulled to z_i not z_i - u (admm_from_z_anchor_z, a variant), or from z without the pull "
+    "(local_sgd, a variant)",
     "admm.rho_schedule": "ADMM: penalties grow to rho_max by T_freeze besides residual balancing (grow), or balance",
     "admm.average_bn_stats": "ADMM: average BatchNorm statistics at every consensus (unset: only with --bn-batches 0)",
     "link.model": "none, alpha-beta or netns-tc",

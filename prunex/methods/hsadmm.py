@@ -18,8 +18,9 @@ when the mask froze and why.
 
 Phase 1 starts from the rank's own theta (Alg. 1 line 4); `ADMMConfig.phase1_start` "z", a stated variant, starts
 every phase 1 after the first from the global consensus z instead.
-`ADMMConfig.retraining` "admm_from_z" and "local_sgd", two more stated variants, start every phase 1 on the frozen
-mask from z, the second without the proximal term (local SGD between the consensus rounds, which are unchanged).
+`ADMMConfig.retraining` "admm_from_z", "admm_from_z_anchor_z" and "local_sgd", three more stated variants, start
+every phase 1 on the frozen mask from z: the second pulls towards z_i rather than z_i - u, the third adds no
+proximal term (local SGD between the consensus rounds, which are unchanged in all three).
 
 SGD momentum (`ADMMConfig.momentum_policy`): one optimizer serves the whole run, so by default
 ("carry") the momentum buffers of one phase 1 carry into the next outer iteration's, across the jump
@@ -119,11 +120,15 @@ class ADMMMethod(Method):
             self.optimizer.state.clear()  # zero momentum: a fresh solve of eq. (8) around the new anchor
         # anchors z_i^k - u^k and penalties fixed during phase 1; the frozen mask ({} while it is dynamic); no pull
         # on the frozen mask with `ADMMConfig.retraining` "local_sgd" (rho_1 0 in phase 1 only)
+        # on the frozen mask with "admm_from_z_anchor_z" (anchor z_i: the duals out of phase 1)
         masks = self.masks_for_training()
-        rho = self.engine.rho_intra
-        if self.engine.frozen and self.ctx.config.admm.retraining == "local_sgd":
+        rho, anchors = self.engine.rho_intra, self.engine.anchors()
+        retraining = self.ctx.config.admm.retraining if self.engine.frozen else "admm"
+        if retraining == "local_sgd":
             rho = dict.fromkeys(rho, 0.0)
-        pull = ProximalPull(self.params, self.engine.anchors(), rho, masks)
+        elif retraining == "admm_from_z_anchor_z":
+            anchors = self.engine.anchors(duals=False)
+        pull = ProximalPull(self.params, anchors, rho, masks)
         losses: list[torch.Tensor] = []  # read once after phase 1, not once per step (a device sync each)
         for _ in range(epochs):
             for x, y in self.batches(self.epochs_done):

@@ -37,7 +37,7 @@ LINK_MODELS = ("none", "alpha-beta", "netns-tc")
 MOMENTUM_POLICIES = ("carry", "reset")
 RHO_SCHEDULES = ("grow", "balance")  # ADMMConfig.rho_schedule
 PHASE1_STARTS = ("theta", "z")  # ADMMConfig.phase1_start
-RETRAININGS = ("admm", "admm_from_z", "local_sgd")  # ADMMConfig.retraining
+RETRAININGS = ("admm", "admm_from_z", "admm_from_z_anchor_z", "local_sgd")  # ADMMConfig.retraining
 WIRE_DTYPES = ("fp32", "bf16", "fp16")  # element types on the wire: H-SADMM's compact buckets, DDP's gradients
 INTER_EXCHANGES = ("leader", "sharded")  # how the compact buckets cross nodes
 SHARED_RUNS_DIR = "runs"  # RESULTS/runs/<shared id>: every run, once; experiments link to it
@@ -164,9 +164,10 @@ class ADMMConfig:
     # How phase 1 runs on the frozen mask: "admm", Alg. 1's (warm from the rank's own theta, phase1_start aside,
     # with the proximal term of eq. (8)). Two stated diagnostic variants, not the paper's, that ask what the
     # consensus costs after the freeze, where the mask is no longer being found: "admm_from_z", every phase 1 on
-    # the frozen mask starts from the global consensus z, the proximal term kept; "local_sgd", the same without
-    # the proximal term, so the ranks train as local SGD does between averagings. The consensus steps (eqs. 9-13)
-    # are unchanged in both. docs/hsadmm.md says what we measured.
+    # the frozen mask starts from the global consensus z, the proximal term kept; "admm_from_z_anchor_z", the same
+    # with the proximal term's anchor z_i instead of z_i - u (the duals left out of phase 1, not of the consensus);
+    # "local_sgd", the same without the proximal term, so the ranks train as local SGD does between averagings.
+    # The consensus steps (eqs. 9-13) are unchanged in all three. docs/hsadmm.md says what we measured.
     retraining: str = "admm"
     # Average BatchNorm running statistics over all ranks at every consensus (inter-node too). None: only
     # when evaluation does not re-estimate them (RunConfig.bn_batches == 0), since re-estimation throws the
