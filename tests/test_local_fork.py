@@ -117,11 +117,13 @@ def test_only_a_run_on_the_cpu_is_forked(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setattr(local_fork, "GPU_DEVICE_FILES", (str(tmp_path / "nvidia0"),))
     monkeypatch.delenv(local_fork.FORK_ENV, raising=False)
     cpu, auto, cuda = (RunConfig(method="ddp", executor="local", device=d) for d in ("cpu", "auto", "cuda"))
-    assert [local_fork.preload_for(c, module) for c in (cpu, auto, cuda)] == [module, module, ""]
+    assert [local_fork.preload_for([c], module) for c in (cpu, auto, cuda)] == [module, module, ""]
+    assert local_fork.preload_for([cpu, auto], module) == module
+    assert local_fork.preload_for([cpu, cuda], module) == ""  # one submission: all its runs forked, or none
     (tmp_path / "nvidia0").touch()  # a GPU on this machine: `auto` may use it
-    assert [local_fork.preload_for(c, module) for c in (cpu, auto, cuda)] == [module, "", ""]
+    assert [local_fork.preload_for([c], module) for c in (cpu, auto, cuda)] == [module, "", ""]
     monkeypatch.setenv(local_fork.FORK_ENV, "0")
-    assert local_fork.preload_for(cpu, module) == ""
+    assert local_fork.preload_for([cpu], module) == ""
 
 
 def test_the_module_a_controller_loads_is_the_one_its_task_imports() -> None:

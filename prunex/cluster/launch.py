@@ -245,7 +245,8 @@ def _submit_group(
             _clear_leftovers(run_dir)
     executor = make_executor(first, folder or items[0][1] / "submitit", slurm, export=export)
     if first.executor == "local":  # the tasks forked from a controller that loaded their module once
-        executor.update_parameters(preload=local_fork.preload_for(first, (ExportJob if export else TrainJob).module))
+        module = (ExportJob if export else TrainJob).module
+        executor.update_parameters(preload=local_fork.preload_for([c for c, _, _ in items], module))
     if one_at_a_time and first.executor == "slurm":
         executor.update_parameters(slurm_array_parallelism=1)
     out = _submit_and_record(executor, items, echo, export)  # its callers defer an interrupt over it

@@ -49,6 +49,7 @@ import signal
 import sys
 import traceback
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NoReturn
 
@@ -76,12 +77,13 @@ def _gpu_device_present() -> bool:
     return any(os.path.exists(path) for path in GPU_DEVICE_FILES)
 
 
-def preload_for(config: RunConfig, module: str) -> str:
-    """The module a local job's controller loads before forking the tasks, or "" for tasks spawned as fresh
-    interpreters (module docstring: when)."""
+def preload_for(configs: Sequence[RunConfig], module: str) -> str:
+    """The module the controllers of one submission's local jobs (`configs`, its runs) load before forking the
+    tasks, or "" for tasks spawned as fresh interpreters: forked only if every run may be (module docstring)."""
     if not sys.platform.startswith("linux") or os.environ.get(FORK_ENV, "1") == "0":
         return ""
-    on_cpu = config.device == "cpu" or (config.device == "auto" and not _gpu_device_present())
+    gpu = _gpu_device_present()
+    on_cpu = all(c.device == "cpu" or (c.device == "auto" and not gpu) for c in configs)
     return module if on_cpu else ""
 
 
