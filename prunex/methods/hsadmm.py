@@ -118,9 +118,9 @@ class ADMMMethod(Method):
         model.train()
         if self.ctx.config.admm.momentum_policy == "reset":
             self.optimizer.state.clear()  # zero momentum: a fresh solve of eq. (8) around the new anchor
-        # anchors z_i^k - u^k and penalties fixed during phase 1; the frozen mask ({} while it is dynamic); no pull
-        # on the frozen mask with `ADMMConfig.retraining` "local_sgd" (rho_1 0 in phase 1 only)
-        # on the frozen mask with "admm_from_z_anchor_z" (anchor z_i: the duals out of phase 1)
+        # anchors z_i^k - u^k and penalties fixed during phase 1; the frozen mask ({} while it is dynamic). On the
+        # frozen mask, `ADMMConfig.retraining` "local_sgd" adds no pull (rho_1 0 in phase 1 only) and
+        # "admm_from_z_anchor_z" pulls towards z_i (the duals out of phase 1 only)
         masks = self.masks_for_training()
         rho, anchors = self.engine.rho_intra, self.engine.anchors()
         retraining = self.ctx.config.admm.retraining if self.engine.frozen else "admm"

@@ -162,7 +162,7 @@ class ADMMConfig:
     # rounds costs; the duals, penalties and momentum are untouched). docs/hsadmm.md says what we measured.
     phase1_start: str = "theta"
     # How phase 1 runs on the frozen mask: "admm", Alg. 1's (warm from the rank's own theta, phase1_start aside,
-    # with the proximal term of eq. (8)). Two stated diagnostic variants, not the paper's, that ask what the
+    # with the proximal term of eq. (8)). Three stated diagnostic variants, not the paper's, that ask what the
     # consensus costs after the freeze, where the mask is no longer being found: "admm_from_z", every phase 1 on
     # the frozen mask starts from the global consensus z, the proximal term kept; "admm_from_z_anchor_z", the same
     # with the proximal term's anchor z_i instead of z_i - u (the duals left out of phase 1, not of the consensus);
