@@ -74,10 +74,14 @@ def _run(rank: int, tmp: str, admm: ADMMConfig, bn_batches: int) -> dict:
             out["anchor"].append("z_i - u" if with_u else "z_i" if without else "neither")
         return made(params, anchors, rho, masks)
 
+    # patched in this pool process only while this run trains: the pool's later tasks (other modules') get the real one
     hsadmm_module.ProximalPull = pull
-    for k in range(admm.iterations):  # one SGD step per outer iteration (one batch per rank)
-        comm.iteration = k
-        method.train_iteration(k)
+    try:
+        for k in range(admm.iterations):  # one SGD step per outer iteration (one batch per rank)
+            comm.iteration = k
+            method.train_iteration(k)
+    finally:
+        hsadmm_module.ProximalPull = made
     p = model.conv2.weight
     out["momentum_is_last_grad"] = torch.equal(method.optimizer.state[p]["momentum_buffer"], p.grad)
     records = comm.drain()
