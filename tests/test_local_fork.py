@@ -17,13 +17,15 @@ from submitit.core.utils import JobPaths
 from prunex.cluster import jobs, local_fork
 from prunex.training.config import RunConfig
 
+PROBE_MODULE = "colorsys"  # a module neither submitit nor a task imports: loaded in a task only if preloaded
+
 
 def _task_view() -> dict[str, object]:
     """What a task sees of how it started (runs in the job's tasks)."""
     return {
         "start": os.environ.get(local_fork.TASK_START_ENV),
         "rank": os.environ.get("SUBMITIT_LOCAL_GLOBALID"),
-        "json_loaded": "json.decoder" in sys.modules,
+        "probe_loaded": PROBE_MODULE in sys.modules,
         "parent": os.getppid(),
         "pgid": os.getpgrp(),
     }
@@ -47,11 +49,11 @@ def _run_job(folder: Path, fn: object, preload: str, tasks: int = 2) -> object:
 
 
 def test_the_tasks_are_forked_from_the_controller_that_loaded_the_module(tmp_path: Path) -> None:
-    job = _run_job(tmp_path / "forked", _task_view, preload="json.decoder")
+    job = _run_job(tmp_path / "forked", _task_view, preload=PROBE_MODULE)
     views = job.results()
     assert [v["rank"] for v in views] == ["0", "1"]
     # loaded once, in the controller: each task found it there
-    assert all(v["start"] == "json.decoder" and v["json_loaded"] for v in views)
+    assert all(v["start"] == PROBE_MODULE and v["probe_loaded"] for v in views)
     # children of the controller (the job id) and in its process group, as submitit's own tasks are
     assert all(v["parent"] == int(job.job_id) and v["pgid"] == int(job.job_id) for v in views)
     # each task writes its own logs, submitit's lines among them
@@ -61,13 +63,13 @@ def test_the_tasks_are_forked_from_the_controller_that_loaded_the_module(tmp_pat
 
 def test_a_module_that_does_not_load_spawns_the_tasks_as_before(tmp_path: Path) -> None:
     views = _run_job(tmp_path / "spawned", _task_view, preload="no_such_module_here").results()
-    assert [v["start"] for v in views] == [None, None]
+    assert [(v["start"], v["probe_loaded"]) for v in views] == [(None, False), (None, False)]
     views = _run_job(tmp_path / "plain", _task_view, preload="").results()
-    assert [v["start"] for v in views] == [None, None]
+    assert [(v["start"], v["probe_loaded"]) for v in views] == [(None, False), (None, False)]
 
 
 def test_a_forked_task_s_exception_reaches_the_launcher_and_its_log(tmp_path: Path) -> None:
-    job = _run_job(tmp_path / "failing", _fail, preload="json.decoder", tasks=1)
+    job = _run_job(tmp_path / "failing", _fail, preload=PROBE_MODULE, tasks=1)
     with pytest.raises(Exception, match="the task's own error"):
         job.result()
     log = job.paths.stderr.read_text()
