@@ -122,12 +122,11 @@ class ADMMMethod(Method):
         # frozen mask, `ADMMConfig.retraining` "local_sgd" adds no pull (rho_1 0 in phase 1 only) and
         # "admm_from_z_anchor_z" pulls towards z_i (the duals out of phase 1 only)
         masks = self.masks_for_training()
-        rho, anchors = self.engine.rho_intra, self.engine.anchors()
         retraining = self.ctx.config.admm.retraining if self.engine.frozen else "admm"
+        rho = self.engine.rho_intra
         if retraining == "local_sgd":
             rho = dict.fromkeys(rho, 0.0)
-        elif retraining == "admm_from_z_anchor_z":
-            anchors = self.engine.anchors(duals=False)
+        anchors = self.engine.anchors(duals=retraining != "admm_from_z_anchor_z")
         pull = ProximalPull(self.params, anchors, rho, masks)
         losses: list[torch.Tensor] = []  # read once after phase 1, not once per step (a device sync each)
         for _ in range(epochs):
