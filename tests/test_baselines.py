@@ -379,3 +379,39 @@ def test_pactrain_schedule_updates_nested_masks_and_resizes_the_payload(cases: l
             assert torch.equal(r["pac_sched"]["params"][n][~mask], torch.zeros(int((~mask).sum())))
         overhead = pd.DataFrame(r["pac_sched"]["overhead"])
         assert list(overhead["density"]) == [0.65, 0.3] and (overhead["mask_s"] > 0).all()
+
+
+def _ddp_construction_worker(rank: int, tmp: str) -> dict:
+    import warnings
+
+    topo = discover(2, 2)
+    groups = build_groups(topo, 60)
+    from prunex.comm import Comm
+
+    comm = Comm(topo, groups, torch.device("cpu"))
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4))
+    for p in model.parameters():
+        p.data.normal_(generator=torch.Generator().manual_seed(rank))  # a different start on every rank
+    model[1].running_mean.fill_(float(rank))
+    cfg = RunConfig(method="ddp", nodes=2, procs_per_node=2)
+    ctx = Context(cfg, topo, groups, comm, torch.device("cpu"), model, TensorDataset(torch.zeros(1)), RunLog(tmp, rank))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        method_class("ddp")(ctx)
+    return {
+        "warnings": [f"{w.category.__name__}: {w.message}" for w in caught],
+        "running_mean": model[1].running_mean.tolist(),
+        "weight_sum": float(model[0].weight.detach().sum()),
+    }
+
+
+def test_ddp_construction_broadcasts_parameters_not_buffers_and_says_nothing(tmp_path: Path) -> None:
+    """`broadcast_buffers=False` (prunex/methods/ddp.py): DDP's constructor makes every rank start from rank 0's
+    parameters but leaves each rank's BatchNorm statistics its own (a resumed rank keeps what it saved), and
+    torch 2.14's FutureWarning on the argument does not reach the rank's log. `forward_sync_buffers=False`, the
+    spelling that warning proposes, would broadcast the buffers here and fail the first assertion."""
+    out = run_distributed(_ddp_construction_worker, WORLD, str(tmp_path), timeout_s=120)
+    assert [o["running_mean"] for o in out] == [[float(r)] * 4 for r in range(WORLD)]
+    assert len({o["weight_sum"] for o in out}) == 1  # rank 0's parameters everywhere
+    assert out[0]["weight_sum"] != 0.0
+    assert all(not o["warnings"] for o in out), [o["warnings"] for o in out]
