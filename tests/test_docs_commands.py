@@ -18,6 +18,7 @@ import re
 import runpy
 import shlex
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -74,7 +75,10 @@ def _help(module: str, words: list[str]) -> tuple[int, str]:
     sys.argv = [module, *words, "--help"]
     code: int | str | None = 0
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out), warnings.catch_warnings():
+            # another test in this worker may have imported the module: runpy says so, then runs a fresh copy of
+            # it as __main__, which is all this needs
+            warnings.filterwarnings("ignore", "'.*' found in sys.modules after import", RuntimeWarning)
             runpy.run_module(module, run_name="__main__", alter_sys=False)
     except SystemExit as e:
         code = e.code
