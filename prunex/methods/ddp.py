@@ -11,8 +11,8 @@ argument with a FutureWarning in every rank's log and names `forward_sync_buffer
 `forward_sync_buffers=False` still broadcasts the buffers in the constructor, bytes that would bypass the hook
 and, on a resumed run, overwrite each rank's own statistics with rank 0's; the warning itself says to keep
 `broadcast_buffers=False` until torch has `init_sync_buffers`. So it is kept and that one warning silenced
-(`_quiet_deprecation`); it is also the spelling every supported torch takes (from 2.3, `compat.TORCH_MIN`;
-Puhti's V100s need 2.11). The one-off
+around the constructor (any other warning it gives still shows); it is also the spelling every supported torch
+takes (from 2.3, `compat.TORCH_MIN`; Puhti's V100s need 2.11). The one-off
 parameter broadcast in DDP's constructor is recorded as a flat broadcast of iteration 0 (its bytes count
 there; its seconds are not in iteration 0's comm_s, since it ran before that iteration's clock started).
 Recorded seconds run from a bucket's launch to its completion and overlap the backward pass; on a
@@ -21,9 +21,7 @@ completes the hook's future when the collective is enqueued, not when it has run
 """
 
 # No `from __future__ import annotations`: DDP checks the hook's annotations at run time.
-import contextlib
 import warnings
-from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -60,15 +58,6 @@ def recording_hook(grad_dtype: str):
     return hook
 
 
-@contextlib.contextmanager
-def _quiet_deprecation() -> Iterator[None]:
-    """DDP's constructor without torch 2.14's FutureWarning on `broadcast_buffers` (module docstring); any other
-    warning it gives still shows."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="`broadcast_buffers` is deprecated", category=FutureWarning)
-        yield
-
-
 class DDP(StepwiseMethod):
     name = "ddp"
 
@@ -76,7 +65,8 @@ class DDP(StepwiseMethod):
         super().__init__(ctx)
         cfg = ctx.config
         span = ctx.comm.timer.start()
-        with _quiet_deprecation():
+        with warnings.catch_warnings():  # torch 2.14's FutureWarning on broadcast_buffers (module docstring)
+            warnings.filterwarnings("ignore", message="`broadcast_buffers` is deprecated", category=FutureWarning)
             self.ddp = DistributedDataParallel(
                 ctx.model,
                 device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None,
