@@ -29,7 +29,7 @@ targets:
 
 `--rho-max R` (another cap of both penalties than the fixed 10, sec. 5.1.5) is a stated variant: only
 ``start-sS``, ``ddp-sS`` and ``hsadmm-keepK-rhomaxR-sS`` run, and no target is judged, since the targets hold for
-the configuration fixed before the runs. The variant the docs report (docs/hsadmm.md) is R = 0.2, the paper's cap
+the configuration fixed before the runs. The variant the docs report (docs/pruned-models.md) is R = 0.2, the paper's cap
 on the step's pull towards the anchor, eta rho_max = 1e-3 x 10 (sec. 5.1.5), at this benchmark's eta = 0.05.
 
 `--method flat_admm` and `--admm FIELD=VALUE` (repeatable: any `ADMMConfig` field but the budget's and the keep's)

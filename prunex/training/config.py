@@ -159,7 +159,7 @@ class ADMMConfig:
     # Where every phase 1 after the first starts: "theta", the rank's own theta^k (Alg. 1 line 4,
     # SGD(grad f, theta^k, z_i^k, u^k): warm, the paper's); "z", the global consensus z^k, as local SGD restarts
     # every rank from the average (a stated variant, not the paper's: it asks what keeping one's own theta between
-    # rounds costs; the duals, penalties and momentum are untouched). docs/hsadmm.md says what we measured.
+    # rounds costs; the duals, penalties and momentum are untouched). docs/pruned-models.md says what we measured.
     phase1_start: str = "theta"
     # How phase 1 runs on the frozen mask: "admm", Alg. 1's (warm from the rank's own theta, phase1_start aside,
     # with the proximal term of eq. (8)). Three stated diagnostic variants, not the paper's, that ask what the
@@ -167,7 +167,7 @@ class ADMMConfig:
     # the frozen mask starts from the global consensus z, the proximal term kept; "admm_from_z_anchor_z", the same
     # with the proximal term's anchor z_i instead of z_i - u (the duals left out of phase 1, not of the consensus);
     # "local_sgd", the same without the proximal term, so the ranks train as local SGD does between averagings.
-    # The consensus steps (eqs. 9-13) are unchanged in all three. docs/hsadmm.md says what we measured.
+    # The consensus steps (eqs. 9-13) are unchanged in all three. docs/pruned-models.md says what we measured.
     retraining: str = "admm"
     # Average BatchNorm running statistics over all ranks at every consensus (inter-node too). None: only
     # when evaluation does not re-estimate them (RunConfig.bn_batches == 0), since re-estimation throws the
