@@ -44,8 +44,9 @@ from torch.profiler import ProfilerActivity, profile
 from torch.utils.data import TensorDataset
 
 from prunex.cluster.launch import launch
+from prunex.cluster.preflight import check_outputs
 from prunex.methods.base import build_method
-from prunex.training.config import ADMMConfig, RunConfig
+from prunex.training.config import ADMMConfig, ConfigError, RunConfig
 from prunex.training.data import make_digits
 from prunex.training.models import build_model
 from prunex.training.topology import build_groups, discover
@@ -158,6 +159,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="", help="CSV of every iteration")
     parser.add_argument("--profile", type=int, default=0, help="also profile this many frozen rounds")
     args = parser.parse_args(argv)
+    try:
+        check_outputs(args.results, args.out)  # before the run: its table is written at the end
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     device = torch.device(args.device)
     results = Path(args.results or tempfile.mkdtemp(prefix="gpu_round-"))
     data = results / "data"

@@ -29,7 +29,8 @@ from pathlib import Path
 import pandas as pd
 
 from prunex.cluster.launch import launch
-from prunex.training.config import ADMMConfig, PacTrainConfig, RunConfig, TopKConfig
+from prunex.cluster.preflight import check_outputs
+from prunex.training.config import ADMMConfig, ConfigError, PacTrainConfig, RunConfig, TopKConfig
 from prunex.training.log import hardware_name
 
 BAR = 0.3
@@ -71,6 +72,11 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(methods) - set(BUDGETS))
     if unknown:
         print(f"error: unknown method(s) {', '.join(unknown)}; known: {', '.join(BUDGETS)}", file=sys.stderr)
+        return 2
+    try:
+        check_outputs(args.results)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
     root = Path(args.results or tempfile.mkdtemp(prefix="prunex-learning-"))
     extra = {"data_root": args.data_root} if args.data_root else {}

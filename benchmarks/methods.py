@@ -57,7 +57,8 @@ from typing import Any
 import pandas as pd
 
 from prunex.cluster.launch import launch
-from prunex.training.config import ADMMConfig, DDPConfig, LinkConfig, PacTrainConfig, RunConfig, TopKConfig
+from prunex.cluster.preflight import check_outputs
+from prunex.training.config import ADMMConfig, ConfigError, DDPConfig, LinkConfig, PacTrainConfig, RunConfig, TopKConfig
 
 BASELINE = "ddp"
 
@@ -252,6 +253,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.iterations < 1 or args.admm_iterations < 1:
         print("--iterations and --admm-iterations must be >= 1", file=sys.stderr)
+        return 2
+    try:
+        check_outputs(args.results)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory(prefix="prunex-bench-") as tmp:
         results = args.results or tmp

@@ -95,6 +95,7 @@ import pandas as pd
 from analysis.fig12_pareto import drift_zero_from
 from prunex.cluster.exits import one_line
 from prunex.cluster.launch import launch
+from prunex.cluster.preflight import check_outputs
 from prunex.methods.registry import METHOD_NAMES, PLUGINS_ENV
 from prunex.training.config import ADMMConfig, PruneFinetuneConfig, RunConfig
 from prunex.training.data import load_dataset
@@ -133,6 +134,15 @@ class Variant:
 
     def label(self) -> str:
         return ", ".join([self.method, *(f"{f}={v}" for f, v in self.overrides)])
+
+
+def parse_list(text: str, kind: type, option: str) -> list:
+    """A comma-separated option's values (`--seeds 0,1,2`, `--keeps 0.5,0.25`), refused in one line naming it."""
+    try:
+        return [kind(v) for v in text.split(",") if v]
+    except ValueError:
+        noun = "whole numbers" if kind is int else "numbers"
+        raise ValueError(f"{option} {text!r}: not a comma-separated list of {noun}") from None
 
 
 def parse_variant(method: str, settings: list[str]) -> Variant:
@@ -457,8 +467,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         if args.budget_scale != 1 and args.rho_max != ADMM.rho_max:
             raise ValueError("--budget-scale and --rho-max are variants of their own: give one of them")
-        seeds = [int(s) for s in args.seeds.split(",") if s]
-        keeps = tuple(float(k) for k in args.keeps.split(",") if k)
+        seeds = parse_list(args.seeds, int, "--seeds")
+        keeps = tuple(parse_list(args.keeps, float, "--keeps"))
         if unknown := [k for k in keeps if k not in (1.0, *KEEPS)]:
             raise ValueError(
                 f"--keeps: {unknown} (the benchmark's keeps are 1 and {', '.join(f'{k:g}' for k in KEEPS)})"
@@ -467,6 +477,8 @@ def main(argv: list[str] | None = None) -> int:
         ADMMConfig(**{**ADMM.__dict__, "rho_max": args.rho_max})  # a cap below the initial penalties is refused here
         if 1.0 in keeps and LOCAL_SGD not in METHOD_NAMES and not (variant or consensus):
             raise ValueError(f"--keeps 1 runs the local SGD control: set {PLUGINS_ENV}=examples.local_sgd")
+        # hours of runs, then a table that cannot be written: refused now
+        check_outputs(args.results, args.out)
         load_dataset(DATASET, args.data_root or None, train=False)  # present (or unpacked) before any launch
     except (ValueError, OSError) as e:
         print(f"error: {one_line(e)}", file=sys.stderr)

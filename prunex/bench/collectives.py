@@ -83,6 +83,7 @@ from typing import Any
 
 from prunex.cluster import jobs
 from prunex.cluster.executor import make_executor
+from prunex.cluster.preflight import check_outputs
 from prunex.cluster.regime import usable_cores
 from prunex.cluster.slurm import SlurmOptions
 from prunex.comm.cost import FIT_WEIGHTINGS
@@ -536,6 +537,7 @@ def main(argv: list[str] | None = None) -> int:
             if not c.is_up():
                 raise BenchError(f"no mini cluster is up in {c.dir}")
             os.environ.update(c.env())
+        check_outputs(out=args.out)  # the measurements are written at the end
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
         folder = out.with_name(out.name.removesuffix(".parquet") + ".submitit")
@@ -557,7 +559,7 @@ def main(argv: list[str] | None = None) -> int:
             timeout_s=args.timeout,
         )
         fit = fit_table(meas, args.fit)
-    except (BenchError, CalibrationError, OSError) as e:
+    except (BenchError, CalibrationError, ConfigError, OSError) as e:
         print(f"prunex.bench.collectives: {e}", file=sys.stderr)
         return 2
     write_parquet(out, meas)

@@ -50,13 +50,14 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import replace
 
+from prunex.cluster.preflight import check_outputs
 from prunex.comm.cost import crosses, ring_bytes
 from prunex.comm.waitfree import last_arriver_comm
 from prunex.minicluster.accounting import STATE_FILE
 from prunex.perfmodel.calibrate import load_cluster
 from prunex.perfmodel.formulas import time_of
 from prunex.perfmodel.workload import Options, Workload, ddp_workload, hsadmm_workload, kept_from_keep, model_spec
-from prunex.training.config import ADMMConfig, LinkConfig, RunConfig
+from prunex.training.config import ADMMConfig, ConfigError, LinkConfig, RunConfig
 from prunex.training.log import hardware_name
 
 
@@ -176,6 +177,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.measure and args.workdir is not None and not os.path.isdir(args.workdir):
         p.error(f"--workdir {args.workdir} is not a directory; create it or name another")  # before any run
+    try:
+        check_outputs(out=args.out)
+    except ConfigError as e:
+        p.error(str(e))
     if args.measure:
         with tempfile.TemporaryDirectory(prefix="prunex-exchange-", dir=args.workdir) as tmp:
             table = measure(args, tmp)

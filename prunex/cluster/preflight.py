@@ -4,12 +4,17 @@
 dataset is there (digits made once), the configuration trains at least one iteration
 (`check_iterations`), `--layers GLOB` matches a convolution (`check_layers`), then a writable run
 directory, linked from the asking experiment (`prunex.cluster.rundir.link_run`). `check_start`:
-`--init-from RUN` names a finished run. Each refusal is one `ConfigError` line. (The one-screen check a
-person runs before spending GPU-hours, over a whole profile, is `prunex.cluster.doctor`.)
+`--init-from RUN` names a finished run. `check_writable`: a command's own outputs (a benchmark's `--results`
+folder, its `--out` table) can be written, so that nothing measured is lost at the end. Each refusal is one
+`ConfigError` line. (The one-screen check a person runs before spending GPU-hours, over a whole profile, is
+`prunex.cluster.doctor`.)
 """
 
 from __future__ import annotations
 
+import errno
+import os
+import tempfile
 from pathlib import Path
 
 from prunex.cluster.rundir import link_run, run_dir_for
@@ -80,6 +85,38 @@ def check_start(config: RunConfig) -> None:
         verify_checksum(start / "final_model.pt")
     except ExportError as e:
         raise ConfigError(f"--init-from {config.init_from}: {e}") from None
+
+
+def check_writable(path: str | Path, option: str, folder: bool = True) -> None:
+    """Refuse, before anything is launched, an output that could not be written when the command ends: `path` a
+    folder (`--results`; `folder`) or a file (`--out`). The nearest part of `path` that exists must be a folder
+    in which a file can be made (probed with a temporary file, removed at once), and a file that exists must be
+    writable. Nothing is created: a refusal leaves no folder behind. One `ConfigError` line that names `option`."""
+    p = Path(path).expanduser().absolute()
+    if p.is_dir() != folder and p.exists():
+        raise ConfigError(f"{option} {path} is {'not a directory' if folder else 'a directory'}; name another")
+    base = p if folder else p.parent
+    existing = next(a for a in (base, *base.parents) if a.exists())
+    if not existing.is_dir():
+        raise ConfigError(f"{option} {path}: {existing} is a file, not a directory; name another path")
+    try:
+        fd, probe = tempfile.mkstemp(dir=existing, prefix=".prunex-write-test-")
+        os.close(fd)
+        os.unlink(probe)
+        if not folder and p.exists() and not os.access(p, os.W_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+    except OSError as e:
+        raise ConfigError(
+            f"{option} {path} is not writable: {e.strerror or e}; name another or make {existing} writable"
+        ) from None
+
+
+def check_outputs(results: str | Path | None = None, out: str | Path | None = None) -> None:
+    """`check_writable` for a command's `--results` folder and its `--out` file, those it was given."""
+    if results:
+        check_writable(results, "--results")
+    if out:
+        check_writable(out, "--out", folder=False)
 
 
 def preflight(config: RunConfig, memo: dict | None = None) -> Path:

@@ -223,3 +223,67 @@ def test_a_value_that_failed_after_launch_is_refused_before(
     assert rc == 2 and line.startswith(("error:", "python -m prunex.run: error:")) and named in line, line
     assert not results.exists() or not any((results / "runs").glob("*")), "a run directory was made"
     fault_report(what, elapsed, line, "nothing")
+
+
+# A benchmark writes its table once every run has ended (benchmarks.pruned: an hour and more): an output it could not
+# write is refused before its first run, in one line naming the option, and nothing is made. `{file}` is an existing
+# file (a folder under it cannot be made, even by root), `{dir}` an existing folder (not a file to write a table to).
+BENCH_OUTPUTS = [
+    ("benchmarks.pruned", ["--keeps", "0.5", "--results", "{file}/runs"], "--results", "is a file, not a directory"),
+    ("benchmarks.pruned", ["--keeps", "0.5", "--out", "{dir}"], "--out", "is a directory"),
+    ("benchmarks.pruned", ["--seeds", "0,x"], "--seeds", "not a comma-separated list of whole numbers"),
+    ("benchmarks.learning", ["--results", "{file}/runs"], "--results", "is a file, not a directory"),
+    ("benchmarks.methods", ["--results", "{file}/runs"], "--results", "is a file, not a directory"),
+    ("benchmarks.gpu_round", ["--device", "cpu", "--out", "{dir}"], "--out", "is a directory"),
+    ("prunex.bench.collectives", ["--out", "{file}/c.parquet"], "--out", "is a file, not a directory"),
+]
+
+
+@pytest.mark.parametrize(
+    ("module", "argv", "option", "message"), BENCH_OUTPUTS, ids=[f"{m} {' '.join(a)}" for m, a, _, _ in BENCH_OUTPUTS]
+)
+def test_a_benchmarks_output_it_could_not_write_is_refused_before_its_first_run(
+    module: str, argv: list[str], option: str, message: str, tmp_path: Path, capsys, fault_report
+) -> None:
+    import importlib
+
+    (tmp_path / "file").write_text("not a folder")
+    (tmp_path / "dir").mkdir()
+    before = sorted(tmp_path.rglob("*"))
+    full = [a.format(file=tmp_path / "file", dir=tmp_path / "dir") for a in argv]
+    rc, line, elapsed = _main(importlib.import_module(module).main, full, capsys)
+    assert rc == 2 and option in line and message in line, line
+    assert sorted(tmp_path.rglob("*")) == before, "something was made"
+    fault_report(f"{module} {' '.join(argv)}", elapsed, line, "nothing")
+
+
+def test_the_exchange_benchs_unwritable_table_is_refused_before_its_runs(tmp_path: Path, capsys) -> None:
+    from prunex.bench import exchange
+
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(SystemExit) as exit_:
+        exchange.main(["--measure", "--out", str(tmp_path / "file" / "x.csv")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_.value.code == 2 and "--out" in err[-1] and "is a file, not a directory" in err[-1], err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_check_writable_makes_nothing_and_names_what_it_refuses(tmp_path: Path) -> None:
+    from prunex.cluster.preflight import check_writable
+    from prunex.training.config import ConfigError
+
+    check_writable(tmp_path / "new" / "deeper", "--results")  # folders it would make: nothing made for the check
+    check_writable(tmp_path / "new" / "table.csv", "--out", folder=False)
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "table.csv").write_text("an existing table is overwritten")
+    check_writable(tmp_path / "table.csv", "--out", folder=False)
+    for path, folder, message in (
+        (tmp_path / "table.csv", True, "--x {p} is not a directory"),
+        (tmp_path, False, "--x {p} is a directory"),
+        (tmp_path / "table.csv" / "r", True, "is a file, not a directory"),
+        (Path("/proc/prunex-nosuch/r"), True, "--x /proc/prunex-nosuch/r is not writable"),  # /proc: no files made
+    ):
+        with pytest.raises(ConfigError) as e:
+            check_writable(path, "--x", folder)
+        assert message.format(p=path) in str(e.value) and "\n" not in str(e.value), e.value
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["table.csv"]
