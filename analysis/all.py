@@ -20,7 +20,8 @@ from analysis.common import InputError, LogError, check_results, render, report_
 from analysis.measurements import EXPERIMENTS, SPECS, Logs
 from analysis.report import write_report
 from prunex.cluster.exits import one_line
-from prunex.training.config import ArgumentParser  # one-line refusals (prunex.training.config imports no torch)
+from prunex.cluster.preflight import check_writable
+from prunex.training.config import ArgumentParser, ConfigError  # one-line refusals (it imports no torch)
 
 
 def run_all(results: Path, out: Path) -> list[str]:
@@ -63,8 +64,9 @@ def main(argv: list[str] | None = None) -> int:
         out = Path(args.out)
         if out.exists() and not out.is_dir():  # before anything is drawn (issue 29: 13 lines of failures)
             raise InputError(f"--out {out} is a file, not a directory; name a folder for the figures and report")
+        check_writable(out, "--out")  # nor a folder that cannot be made or written (each figure failed there)
         failures = run_all(Path(args.results), out)
-    except InputError as e:
+    except (InputError, ConfigError) as e:
         print(f"error: {one_line(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

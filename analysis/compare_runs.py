@@ -25,6 +25,7 @@ import pandas as pd
 
 from analysis.common import last_test_acc
 from prunex.cluster.exits import one_line
+from prunex.cluster.preflight import check_outputs
 from prunex.training.config import ArgumentParser, ConfigError, RunConfig
 from prunex.training.log import LogError, read_parquet
 
@@ -125,8 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write the table as CSV here")
     args = parser.parse_args(argv)
     try:
+        check_outputs(out=args.out)
         table = compare(args.runs, args.saved)
-    except CompareError as e:
+    except (CompareError, ConfigError) as e:
         print(one_line(f"compare_runs: {e}"), file=sys.stderr)
         return 2
     if args.out:

@@ -225,10 +225,11 @@ def test_a_value_that_failed_after_launch_is_refused_before(
     fault_report(what, elapsed, line, "nothing")
 
 
-# A benchmark writes its table once every run has ended (benchmarks.pruned: an hour and more): an output it could not
-# write is refused before its first run, in one line naming the option, and nothing is made. `{file}` is an existing
-# file (a folder under it cannot be made, even by root), `{dir}` an existing folder (not a file to write a table to).
-BENCH_OUTPUTS = [
+# A benchmark writes its table once every run has ended (benchmarks.pruned: an hour and more), the figures their files
+# one by one: an output the command could not write is refused before it runs, in one line naming the option, and
+# nothing is made. `{file}` is an existing file (a folder under it cannot be made, even by root), `{dir}` an existing
+# folder (not a file to write a table to).
+OUTPUTS = [
     ("benchmarks.pruned", ["--keeps", "0.5", "--results", "{file}/runs"], "--results", "is a file, not a directory"),
     ("benchmarks.pruned", ["--keeps", "0.5", "--out", "{dir}"], "--out", "is a directory"),
     ("benchmarks.pruned", ["--seeds", "0,x"], "--seeds", "not a comma-separated list of whole numbers"),
@@ -236,13 +237,15 @@ BENCH_OUTPUTS = [
     ("benchmarks.methods", ["--results", "{file}/runs"], "--results", "is a file, not a directory"),
     ("benchmarks.gpu_round", ["--device", "cpu", "--out", "{dir}"], "--out", "is a directory"),
     ("prunex.bench.collectives", ["--out", "{file}/c.parquet"], "--out", "is a file, not a directory"),
+    ("analysis.all", ["--results", "{root}/saved-logs/local", "--out", "{file}/figs"], "--out", "is a file, not a"),
+    ("analysis.compare_runs", ["{runs}", "{runs}", "--out", "{dir}"], "--out", "is a directory"),
 ]
 
 
 @pytest.mark.parametrize(
-    ("module", "argv", "option", "message"), BENCH_OUTPUTS, ids=[f"{m} {' '.join(a)}" for m, a, _, _ in BENCH_OUTPUTS]
+    ("module", "argv", "option", "message"), OUTPUTS, ids=[f"{m} {' '.join(a)}" for m, a, _, _ in OUTPUTS]
 )
-def test_a_benchmarks_output_it_could_not_write_is_refused_before_its_first_run(
+def test_an_output_a_command_could_not_write_is_refused_before_it_runs(
     module: str, argv: list[str], option: str, message: str, tmp_path: Path, capsys, fault_report
 ) -> None:
     import importlib
@@ -250,7 +253,8 @@ def test_a_benchmarks_output_it_could_not_write_is_refused_before_its_first_run(
     (tmp_path / "file").write_text("not a folder")
     (tmp_path / "dir").mkdir()
     before = sorted(tmp_path.rglob("*"))
-    full = [a.format(file=tmp_path / "file", dir=tmp_path / "dir") for a in argv]
+    runs = ROOT / "saved-logs" / "regime" / "runs"
+    full = [a.format(file=tmp_path / "file", dir=tmp_path / "dir", root=ROOT, runs=runs) for a in argv]
     rc, line, elapsed = _main(importlib.import_module(module).main, full, capsys)
     assert rc == 2 and option in line and message in line, line
     assert sorted(tmp_path.rglob("*")) == before, "something was made"
