@@ -131,7 +131,11 @@ def resolve(
     if len(set(names)) != len(names):
         raise ConfigError(f"experiment {name}: duplicate run names {sorted({n for n in names if names.count(n) > 1})}")
     if only:
-        configs = [c for c in configs if fnmatch.fnmatch(c.name, only)]
+        matched = [c for c in configs if fnmatch.fnmatch(c.name, only)]
+        if not matched:  # a mistyped glob ran nothing and said "0 runs" with exit code 0
+            shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
+            raise ConfigError(f"--only {only!r} matches none of experiment {name}'s {len(names)} runs ({shown})")
+        configs = matched
     return configs
 
 

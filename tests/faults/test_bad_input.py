@@ -194,6 +194,22 @@ def test_a_mistyped_option_is_one_line(tmp_path: Path, capsys, fault_report) -> 
     )
 
 
+def test_an_only_glob_that_matches_no_run_is_one_line(tmp_path: Path, capsys, fault_report) -> None:
+    """`--only` with a mistyped glob ran nothing and said "0 runs", exit code 0."""
+    from experiments import cli, pareto
+
+    argv = ["--profile", "smoke", "--executor", "local", "--results", str(tmp_path / "r"), "--only", "hsdamm*"]
+    for dry in ([], ["--dry-run"]):
+        rc, line, elapsed = _main(lambda a: cli.main("pareto", pareto.runs, None, a), [*argv, *dry], capsys)
+        assert rc == 2 and "--only 'hsdamm*' matches none of experiment pareto's 4 runs" in line, line
+        assert "hsadmm-resnet20-keep0.5-s0" in line and not (tmp_path / "r").exists(), line
+    fault_report("--only 'hsdamm*' (experiments.pareto, smoke)", elapsed, line, "nothing")
+    # a glob that matches keeps its runs: here the one that names it
+    assert [c.name for c in cli.resolve("pareto", pareto.runs, "smoke", "local", "r", only="hsadmm*")] == [
+        "hsadmm-resnet20-keep0.5-s0"
+    ]
+
+
 # Issue 29's refusals: each value passed validation and failed after launch (a half-written run directory)
 # or trained without complaint; now one line and exit code 2 before anything is written.
 REFUSED_BEFORE_LAUNCH = [
