@@ -2,11 +2,12 @@
 
 Takes the options of `experiments.cli` (`--only` selects experiments by name here, a glob; `--skip`
 leaves out those matching others, a comma-separated list: ./run_all.sh runs the regime profile's
-`LINK_FREE` ones apart). The experiments do not depend on each other: on Slurm all their runs are
-submitted at once (one job array per shape) and waited for together; with the local executor they
-run one after another, in the order below. Stopping the driver and running the same command again
-resumes where it was (`experiments.cli`): finished runs are skipped, live jobs reattached, failed
-ones resubmitted. A failed run does not stop the others; the exit code is 1 if any failed.
+`LINK_FREE` ones apart; a glob of either that matches no experiment is refused). The experiments do not
+depend on each other: on Slurm all their runs are submitted at once (one job array per shape) and waited
+for together; with the local executor they run one after another, in the order below. Stopping the
+driver and running the same command again resumes where it was (`experiments.cli`): finished runs are
+skipped, live jobs reattached, failed ones resubmitted. A failed run does not stop the others; the exit
+code is 1 if any failed.
 `--dry-run` prints every run's Slurm parameters and estimated GPU-hours and the total over the
 distinct trainings:
 `python -m experiments.all --profile paper --site puhti --account X --dry-run`. `--with-method METHOD` adds
@@ -84,6 +85,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: unknown experiment {args.only!r}; known: {', '.join(EXPERIMENTS)}", file=sys.stderr)
         return 2
     skips = args.skip.split(",") if args.skip else []
+    if unknown := [g for g in skips if not any(fnmatch.fnmatch(n, g) for n in EXPERIMENTS)]:  # a typo ran it
+        print(
+            f"error: --skip {','.join(unknown)} matches no experiment; known: {', '.join(EXPERIMENTS)}", file=sys.stderr
+        )
+        return 2
     names = [n for n in names if not any(fnmatch.fnmatch(n, glob) for glob in skips)]
     if not names:
         print(f"[all] every experiment selected matches --skip {args.skip}: nothing to run", flush=True)

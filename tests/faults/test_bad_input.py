@@ -210,6 +210,17 @@ def test_an_only_glob_that_matches_no_run_is_one_line(tmp_path: Path, capsys, fa
     ]
 
 
+def test_a_skip_glob_that_matches_no_experiment_is_one_line(tmp_path: Path, capsys, fault_report) -> None:
+    """`experiments.all --skip` with a mistyped name skipped nothing: the experiment meant to be left out ran."""
+    from experiments import all as all_experiments
+
+    argv = ["--profile", "smoke", "--results", str(tmp_path / "r"), "--skip", "pareto,sparsity_pattern", "--dry-run"]
+    rc, line, elapsed = _main(all_experiments.main, argv, capsys)
+    assert rc == 2 and line.startswith("error: --skip sparsity_pattern matches no experiment; known: "), line
+    assert "sparsity_patterns" in line and not (tmp_path / "r").exists(), line
+    fault_report("--skip sparsity_pattern (experiments.all)", elapsed, line, "nothing")
+
+
 # Issue 29's refusals: each value passed validation and failed after launch (a half-written run directory)
 # or trained without complaint; now one line and exit code 2 before anything is written.
 REFUSED_BEFORE_LAUNCH = [
