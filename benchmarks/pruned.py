@@ -489,7 +489,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{DATASET} ({TRAIN_SUBSET} training images, 10,000 test), resnet20, 2 nodes x 2 processes (local executor), "
         f"{hardware_name('cpu')}; start: DDP {START_EPOCHS} epochs; then {budget} epochs = "
-        f"{budget * steps} SGD steps per rank for every method; seeds {seeds}",
+        f"{budget * steps} SGD steps per rank for every method; seeds {seeds}\n"
+        f"runs in {root} (stopped or failed, the same command with --results {root} finds the finished ones)",
         flush=True,
     )
     rows = [

@@ -204,3 +204,22 @@ def test_the_local_sgd_diagnostic_without_its_plugin_is_one_line(
         "error: --localsgd-on-hsadmm-mask runs local_sgd_epoch_on_mask: set PRUNEX_METHODS=examples.local_sgd"
     )
     assert not results.exists()
+
+
+def test_the_results_directory_is_named_before_the_first_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An hour of runs that stops half way (a failed run, Ctrl-C) leaves its finished runs in the results directory
+    (by default a temporary one): the header names it, with the command that takes them up again."""
+
+    def stopped(*args: object, **kwargs: object) -> list:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pruned, "load_dataset", lambda *a, **k: None)  # the data's refusals are tested above
+    monkeypatch.setattr(pruned, "run_seed", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        pruned.main(["--keeps", "0.5"])
+    out = capsys.readouterr().out
+    root = out.split("runs in ", 1)[1].split(" ", 1)[0]
+    assert Path(root).is_dir() and f"with --results {root} finds the finished ones" in out, out
+    Path(root).rmdir()
