@@ -91,11 +91,26 @@ def check_writable(path: str | Path, option: str, folder: bool = True) -> None:
     """Refuse, before anything is launched, an output that could not be written when the command ends: `path` a
     folder (`--results`; `folder`) or a file (`--out`). The nearest part of `path` that exists must be a folder
     in which a file can be made (probed with a temporary file, removed at once), and a file that exists must be
-    writable. Nothing is created: a refusal leaves no folder behind. One `ConfigError` line that names `option`."""
+    writable. Nothing is created: a refusal leaves no folder behind. One `ConfigError` line that names `option`.
+    A dangling symbolic link among the folders is refused too (making a folder there fails, `mkdir` finds the link);
+    a file that is a dangling link is checked where it points, where writing it makes the file."""
     p = Path(path).expanduser().absolute()
+    if not folder and p.is_symlink() and not p.exists():  # a dangling link to a file: writing it makes its target
+        target = Path(os.path.realpath(p))
+        if not target.parent.is_dir():  # ...in a folder that must exist: the writer makes the link's folder only
+            raise ConfigError(
+                f"{option} {path} is a link to {os.readlink(p)}, whose folder does not exist; name another"
+            )
+        p = target
     if p.is_dir() != folder and p.exists():
         raise ConfigError(f"{option} {path} is {'not a directory' if folder else 'a directory'}; name another")
     base = p if folder else p.parent
+    dangling = next((a for a in (base, *base.parents) if a.is_symlink() and not a.exists()), None)
+    if dangling is not None:
+        raise ConfigError(
+            f"{option} {path}: {dangling} is a link to {os.readlink(dangling)}, which does not exist; "
+            "make its target or name another path"
+        )
     existing = next(a for a in (base, *base.parents) if a.exists())
     if not existing.is_dir():
         raise ConfigError(f"{option} {path}: {existing} is a file, not a directory; name another path")

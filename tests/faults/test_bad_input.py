@@ -260,6 +260,7 @@ OUTPUTS = [
     ("benchmarks.pruned", ["--keeps", "0.5", "--results", "{file}/runs"], "--results", "is a file, not a directory"),
     ("benchmarks.pruned", ["--keeps", "0.5", "--out", "{dir}"], "--out", "is a directory"),
     ("benchmarks.pruned", ["--seeds", "0,x"], "--seeds", "not a comma-separated list of whole numbers"),
+    ("benchmarks.pruned", ["--keeps", "0.5", "--results", "{link}/runs"], "--results", "which does not exist"),
     ("benchmarks.learning", ["--results", "{file}/runs"], "--results", "is a file, not a directory"),
     ("benchmarks.methods", ["--results", "{file}/runs"], "--results", "is a file, not a directory"),
     ("benchmarks.gpu_round", ["--device", "cpu", "--out", "{dir}"], "--out", "is a directory"),
@@ -279,9 +280,11 @@ def test_an_output_a_command_could_not_write_is_refused_before_it_runs(
 
     (tmp_path / "file").write_text("not a folder")
     (tmp_path / "dir").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "gone")  # a dangling link: a results folder cannot be made there
     before = sorted(tmp_path.rglob("*"))
     runs = ROOT / "saved-logs" / "regime" / "runs"
-    full = [a.format(file=tmp_path / "file", dir=tmp_path / "dir", root=ROOT, runs=runs) for a in argv]
+    paths = {"file": tmp_path / "file", "dir": tmp_path / "dir", "link": tmp_path / "link"}
+    full = [a.format(**paths, root=ROOT, runs=runs) for a in argv]
     rc, line, elapsed = _main(importlib.import_module(module).main, full, capsys)
     assert rc == 2 and option in line and message in line, line
     assert sorted(tmp_path.rglob("*")) == before, "something was made"
@@ -318,3 +321,29 @@ def test_check_writable_makes_nothing_and_names_what_it_refuses(tmp_path: Path) 
             check_writable(path, "--x", folder)
         assert message.format(p=path) in str(e.value) and "\n" not in str(e.value), e.value
     assert sorted(p.name for p in tmp_path.iterdir()) == ["table.csv"]
+
+
+def test_check_writable_follows_links_where_writing_would(tmp_path: Path) -> None:
+    """A dangling link is where `mkdir` fails for a folder (refused), and where writing a file makes its target."""
+    from prunex.cluster.preflight import check_writable
+    from prunex.training.config import ConfigError
+
+    (tmp_path / "gone").symlink_to(tmp_path / "nosuch")
+    (tmp_path / "table.csv").symlink_to(tmp_path / "made-by-writing.csv")
+    (tmp_path / "lost.csv").symlink_to(tmp_path / "nosuch" / "t.csv")
+    (tmp_path / "real").mkdir()
+    (tmp_path / "alive").symlink_to(tmp_path / "real")
+    check_writable(tmp_path / "table.csv", "--out", folder=False)  # the target's folder exists
+    check_writable(tmp_path / "alive" / "runs", "--results")  # a link to a folder is a folder
+    for path, folder, message in (
+        (tmp_path / "gone", True, "--x {p}: {p} is a link to {t}, which does not exist"),
+        (tmp_path / "gone" / "runs", True, "is a link to {t}, which does not exist"),
+        (tmp_path / "gone" / "t.csv", False, "is a link to {t}, which does not exist"),
+        (tmp_path / "lost.csv", False, "--x {p} is a link to {t}/t.csv, whose folder does not exist"),
+    ):
+        with pytest.raises(ConfigError) as e:
+            check_writable(path, "--x", folder)
+        expected = message.format(p=path, t=tmp_path / "nosuch")
+        assert expected in str(e.value) and "\n" not in str(e.value), e.value
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["alive", "gone", "lost.csv", "real", "table.csv"]
+    assert list((tmp_path / "real").iterdir()) == []
