@@ -16,11 +16,10 @@ import signal
 import sys
 from pathlib import Path
 
-from analysis.common import InputError, LogError, check_results, render, report_result
+from analysis.common import InputError, LogError, check_inputs, render, report_result
 from analysis.measurements import EXPERIMENTS, SPECS, Logs
 from analysis.report import write_report
 from prunex.cluster.exits import one_line
-from prunex.cluster.preflight import check_writable
 from prunex.training.config import ArgumentParser, ConfigError  # one-line refusals (it imports no torch)
 
 
@@ -60,12 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started in the background
     try:
-        check_results(Path(args.results), EXPERIMENTS)
-        out = Path(args.out)
-        if out.exists() and not out.is_dir():  # before anything is drawn (issue 29: 13 lines of failures)
-            raise InputError(f"--out {out} is a file, not a directory; name a folder for the figures and report")
-        check_writable(out, "--out")  # nor a folder that cannot be made or written (each figure failed there)
-        failures = run_all(Path(args.results), out)
+        check_inputs(Path(args.results), Path(args.out), EXPERIMENTS)
+        failures = run_all(Path(args.results), Path(args.out))
     except (InputError, ConfigError) as e:
         print(f"error: {one_line(e)}", file=sys.stderr)
         return 2

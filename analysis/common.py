@@ -46,6 +46,7 @@ from matplotlib.figure import Figure
 
 from analysis import style  # selects the Agg backend before any figure exists
 from prunex.cluster.exits import one_line
+from prunex.cluster.preflight import check_writable
 from prunex.comm.waitfree import DEFINITION
 from prunex.training.config import OPERATIONAL, WHO_ASKED
 from prunex.training.log import (
@@ -447,6 +448,16 @@ def check_results(results: Path, experiments: Iterable[str]) -> int:
     if not found:
         raise InputError(f"no run logs under {results} (expected {results}/<experiment>/<run>/config.json); {fix}")
     return found
+
+
+def check_inputs(results: Path, out: Path, experiments: Iterable[str]) -> None:
+    """What `analysis.all` and `analysis.report` refuse before they write anything (InputError or ConfigError, one
+    line): `results` that cannot be drawn from (`check_results`), and an `out` folder that is a file or cannot be
+    made or written. A mistyped `--results` must not overwrite the figures or report already in `out`."""
+    check_results(results, experiments)
+    if out.exists() and not out.is_dir():  # before anything is drawn (issue 29: 13 lines of failures)
+        raise InputError(f"--out {out} is a file, not a directory; name a folder for the figures and report")
+    check_writable(out, "--out")  # nor a folder that cannot be made or written (each figure failed there)
 
 
 def shared_runs(results: Path, experiments: Iterable[str]) -> dict[Path, list[tuple[str, str]]]:

@@ -47,7 +47,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.claims import CONTRADICTIONS, FACTOR_TOLERANCE, PAPER_COUNTS
-from analysis.common import LogError, load_experiment, read_regime, runs_with, shared_runs
+from analysis.common import InputError, LogError, check_inputs, load_experiment, read_regime, runs_with, shared_runs
 from analysis.measurements import EXPERIMENTS, SPECS, Logs
 from analysis.verdicts import (
     ERROR,
@@ -65,7 +65,9 @@ from analysis.verdicts import (
     projection_table,
     regime_table,
 )
+from prunex.cluster.exits import one_line
 from prunex.paper import FIG7_PER_SYNC_X
+from prunex.training.config import ConfigError
 
 __all__ = [  # the verdicts and tables callers read through the report
     "ERROR",
@@ -526,6 +528,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", default="results", help="results directory (default: results)")
     parser.add_argument("--out", default="figures", help="output directory (default: figures)")
     args = parser.parse_args(argv)
+    try:
+        check_inputs(Path(args.results), Path(args.out), EXPERIMENTS)
+    except (InputError, ConfigError) as e:
+        print(f"error: {one_line(e)}", file=sys.stderr)
+        return 2
     table, error = write_report(Path(args.results), Path(args.out))
     counts = table["verdict"].value_counts()
     print(

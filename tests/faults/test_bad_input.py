@@ -347,3 +347,36 @@ def test_check_writable_follows_links_where_writing_would(tmp_path: Path) -> Non
         assert expected in str(e.value) and "\n" not in str(e.value), e.value
     assert sorted(p.name for p in tmp_path.iterdir()) == ["alive", "gone", "lost.csv", "real", "table.csv"]
     assert list((tmp_path / "real").iterdir()) == []
+
+
+# The one-process commands' own bad input (benches, the performance model, the report), as a user types it. Each
+# was a traceback, a hang or a silent overwrite before (the thirty-third session's probes): `project --gpus 0`
+# doubled 0 for ever, `analysis.report --results TYPO` overwrote the report in `--out` with "no logs" verdicts.
+REFUSALS = [
+    ("analysis.report", ["--results", "{dir}/nosuch", "--out", "{dir}"], "results directory {dir}/nosuch does not"),
+    ("analysis.report", ["--results", "{root}/saved-logs/local", "--out", "{file}/r"], "{file} is a file"),
+]
+
+
+@pytest.mark.parametrize(("module", "argv", "message"), REFUSALS, ids=[f"{m} {' '.join(a)}" for m, a, _ in REFUSALS])
+def test_a_one_process_commands_bad_input_is_its_last_line_and_exit_2(
+    module: str, argv: list[str], message: str, tmp_path: Path, capsys
+) -> None:
+    """argparse's own refusals print the usage above the line; nothing else may come before it, and no traceback."""
+    import importlib
+
+    (tmp_path / "file").write_text("not a folder")
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "dir" / "REPORT.md").write_text("the report a typo must not overwrite")
+    (tmp_path / "link").symlink_to(tmp_path / "gone")
+    paths = {"file": tmp_path / "file", "dir": tmp_path / "dir", "link": tmp_path / "link", "root": ROOT}
+    before = {p: p.read_bytes() if p.is_file() else None for p in tmp_path.rglob("*")}
+    capsys.readouterr()
+    try:
+        rc = importlib.import_module(module).main([a.format(**paths) for a in argv])
+    except SystemExit as e:  # argparse's error()
+        rc = e.code
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert rc == 2 and err and message.format(**paths) in err[-1], err
+    assert all(ln.startswith(("usage:", " ")) for ln in err[:-1]), err
+    assert {p: p.read_bytes() if p.is_file() else None for p in tmp_path.rglob("*")} == before, "something was written"
