@@ -8,6 +8,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from prunex.cluster.preflight import check_writable
 from prunex.perfmodel.calibrate import (
     COMPUTE_STATS,
     SWEEP_TIMES,
@@ -107,7 +108,13 @@ def project_options(args: argparse.Namespace) -> Options:
 def _project(args: argparse.Namespace) -> int:
     cluster = with_overrides(load_cluster(args.cluster), args.inter_beta_scale)
     opts = project_options(args)
-    gpus = gpu_series([int(g) for g in args.gpus.split(",")], args.extend_to)
+    try:
+        counts = [int(g) for g in args.gpus.split(",") if g]
+    except ValueError:
+        raise ValueError(f"--gpus {args.gpus!r}: not a comma-separated list of whole numbers") from None
+    if not counts or min(counts) < 1:
+        raise ValueError(f"--gpus {args.gpus!r}: GPU counts must be >= 1")
+    gpus = gpu_series(counts, args.extend_to)
     methods = [m for m in args.methods.split(",") if m]
     per_sample = args.compute_s_per_sample
     if args.compute_from_run:
@@ -274,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     cs.add_argument("--out", required=True, help="the cluster JSON to write")
     args = p.parse_args(argv)
     try:
+        # before anything is measured or read: an output that could not be written at the end
+        check_writable(args.out, "--out", folder=args.cmd in ("validate", "validate-iterations", "project"))
         return {
             "validate": _validate,
             "validate-iterations": _validate_iterations,

@@ -49,7 +49,10 @@ PROJECTION_COLUMNS = [
 
 
 def gpu_series(base: Sequence[int] = (8, 16, 32, 64), extend_to: int | None = 4096) -> list[int]:
-    """The base counts, then doubling up to ``extend_to``."""
+    """The base counts, then doubling up to ``extend_to``. ValueError for an empty base or a count below 1 (0 would
+    double for ever)."""
+    if not base or min(base) < 1:
+        raise ValueError(f"GPU counts must be >= 1, got {','.join(map(str, base)) or 'none'}")
     out = sorted(set(base))
     if extend_to:
         n = out[-1]

@@ -353,6 +353,10 @@ def test_check_writable_follows_links_where_writing_would(tmp_path: Path) -> Non
 # was a traceback, a hang or a silent overwrite before (the thirty-third session's probes): `project --gpus 0`
 # doubled 0 for ever, `analysis.report --results TYPO` overwrote the report in `--out` with "no logs" verdicts.
 REFUSALS = [
+    ("prunex.perfmodel.__main__", ["project", "--gpus", "0"], "--gpus '0': GPU counts must be >= 1"),
+    ("prunex.perfmodel.__main__", ["project", "--gpus", "8,x"], "--gpus '8,x': not a comma-separated list"),
+    ("prunex.perfmodel.__main__", ["project", "--out", "{file}/p"], "--out {file}/p: {file} is a file"),
+    ("prunex.perfmodel.__main__", ["loopback", "--out", "{link}/l.parquet"], "which does not exist"),
     ("analysis.report", ["--results", "{dir}/nosuch", "--out", "{dir}"], "results directory {dir}/nosuch does not"),
     ("analysis.report", ["--results", "{root}/saved-logs/local", "--out", "{file}/r"], "{file} is a file"),
 ]
@@ -380,3 +384,12 @@ def test_a_one_process_commands_bad_input_is_its_last_line_and_exit_2(
     assert rc == 2 and err and message.format(**paths) in err[-1], err
     assert all(ln.startswith(("usage:", " ")) for ln in err[:-1]), err
     assert {p: p.read_bytes() if p.is_file() else None for p in tmp_path.rglob("*")} == before, "something was written"
+
+
+def test_a_gpu_series_of_no_gpus_is_refused_not_doubled_for_ever() -> None:
+    from prunex.perfmodel.project import gpu_series
+
+    assert gpu_series([8, 16], 64) == [8, 16, 32, 64]
+    for base in ([0], [8, 0], [-4], []):
+        with pytest.raises(ValueError, match="GPU counts must be >= 1"):
+            gpu_series(base, 4096)
