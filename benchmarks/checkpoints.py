@@ -40,7 +40,7 @@ from experiments.cli import resolve
 from experiments.common import profile
 from prunex.cluster.estimate import FORWARD_SHARE, TEST_SIZES, estimate_run, evaluation_points
 from prunex.methods.registry import METHOD_NAMES
-from prunex.perfmodel.calibrate import Cluster, load_cluster
+from prunex.perfmodel.calibrate import CalibrationError, Cluster, load_cluster
 from prunex.perfmodel.workload import ModelSpec, model_spec
 from prunex.training.checkpoint import rng_state
 from prunex.training.config import RunConfig
@@ -133,16 +133,26 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.checkpoints", description=__doc__.split("\n")[0])
     ap.add_argument("--profile", default="paper")
     ap.add_argument("--cluster", default="puhti")
-    ap.add_argument("--every-min", type=float, default=20.0, help="checkpoint cadence after the change")
+    ap.add_argument(
+        "--every-min", type=float, default=20.0, help="checkpoint cadence after the change (0: at every evaluation)"
+    )
     ap.add_argument("--sgd-epochs", type=int, help="override the profile's SGD epochs")
     ap.add_argument("--admm-iterations", type=int, help="override the profile's ADMM outer iterations")
     args = ap.parse_args(argv)
-    cluster = load_cluster(args.cluster)
-    base = profile(args.profile)
+    for option, value in (("--sgd-epochs", args.sgd_epochs), ("--admm-iterations", args.admm_iterations)):
+        if value is not None and value < 1:  # 0 was ignored (the profile's own), a negative count failed later
+            ap.error(f"{option} must be >= 1, got {value}")
+    if not args.every_min >= 0:  # nan too
+        ap.error(f"--every-min must be >= 0 (0: at every evaluation), got {args.every_min:g}")
+    try:
+        cluster = load_cluster(args.cluster)
+        base = profile(args.profile)
+    except (CalibrationError, ValueError) as e:  # an unknown cluster or profile: its one line, not a traceback
+        ap.error(str(e))
     changes = {}
-    if args.sgd_epochs:
+    if args.sgd_epochs is not None:
         changes["epochs"] = args.sgd_epochs
-    if args.admm_iterations:
+    if args.admm_iterations is not None:
         changes["admm"] = dataclasses.replace(base.admm, iterations=args.admm_iterations)
 
     def runs_of(name: str) -> list:

@@ -79,6 +79,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if min(args.batch, args.warmup, args.steps, args.repeats, args.procs) < 1:
         p.error("--batch, --warmup, --steps, --repeats and --procs must be >= 1")
+    from prunex.training.models import MODELS  # lazy: torchvision; the children build the model by this name
+
+    if args.model not in MODELS:  # here, not as a traceback of the first child
+        p.error(f"unknown --model {args.model!r}; known: {', '.join(sorted(MODELS))}")
     times: dict[bool, list[float]] = {False: [], True: []}
     for r in range(args.repeats):
         for kept in (False, True):

@@ -44,6 +44,7 @@ import torch
 from torch import nn
 
 from prunex.cluster.exits import one_line
+from prunex.cluster.preflight import check_writable
 from prunex.cluster.regime import usable_cores
 from prunex.pruning import constrained_layers, keep_count
 from prunex.pruning.export import (
@@ -60,6 +61,8 @@ from prunex.pruning.export import (
     max_relative_error,
 )
 from prunex.training.allocator import keep_freed_memory
+from prunex.training.config import ConfigError
+from prunex.training.device import device_option_error
 from prunex.training.log import INFERENCE_COLUMNS, hardware_name, write_parquet
 
 BATCHES = (1, 128)
@@ -345,6 +348,14 @@ def main(argv: list[str] | None = None) -> int:
         return fail(f"--batches must be comma-separated integers, got {args.batches!r}")
     if not batches or min(batches) < 1 or args.warmup < 1:
         return fail(f"--batches must be >= 1 and --warmup >= 1, got {args.batches!r} and {args.warmup}")
+    bad_device = device_option_error(None if args.device == "auto" else args.device)
+    if bad_device:
+        return fail(bad_device)
+    if args.out:
+        try:
+            check_writable(args.out, "--out")  # before minutes of timing, not when the table is written
+        except ConfigError as e:
+            return fail(str(e))
     torch.set_num_threads(args.threads or usable_cores())
     keep_freed_memory()  # as in the run's own in-job bench (prunex.training.allocator)
     try:

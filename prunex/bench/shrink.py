@@ -40,6 +40,7 @@ import functools
 import platform
 import random
 import statistics
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -54,6 +55,7 @@ from prunex.comm.bucket import Bucketer
 from prunex.comm.shrink import BucketShrinkPlan, ShrinkPlan, compress, decompress
 from prunex.pruning import GroupMask
 from prunex.pruning.project import keep_count
+from prunex.training.device import device_option_error
 
 
 @dataclass
@@ -262,6 +264,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--sweep", action="store_true", help="on a GPU, also time the bucket pack's other block sizes and warps"
     )
     args = parser.parse_args(argv)
+    bad = (
+        (not 0 < args.keep <= 1 and f"--keep must be in (0, 1], got {args.keep}")
+        or (args.repeats < 1 and f"--repeats must be >= 1, got {args.repeats}")
+        or device_option_error(None if args.device == "auto" else args.device)
+    )
+    if bad:  # before any layer is built
+        print(f"error: {bad}", file=sys.stderr)
+        return 2
     if args.device == "auto":
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     else:

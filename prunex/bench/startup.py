@@ -24,6 +24,7 @@ rank's start-up, and so the saving, differs with the CPU, the Python version and
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import platform
 import resource
@@ -70,6 +71,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error(f"--runs must be >= 1, got {args.runs}")
+    try:
+        found = importlib.util.find_spec(args.module) is not None
+    except ImportError:  # a parent package that is not there
+        found = False
+    if not found:  # here, not as a traceback of the first child
+        parser.error(f"--module {args.module}: no such module on this Python's path")
     print(
         f"# {hardware_name('cpu')}, {os.cpu_count()} CPUs, Python {platform.python_version()}: "
         f"`import {args.module}` and exit, user + system CPU of the child, {args.runs} runs per variant interleaved"

@@ -45,6 +45,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from prunex.cluster.exits import refuse
 from prunex.pruning import GroupMask
 from prunex.pruning.channels import ChannelGraph, UnsupportedGraph, nonzero_counts, removable_channels, trace_channels
+from prunex.training.device import device_option_error
 
 TOLERANCE = 1e-5  # max |compact - masked| / max |masked| over the checked logits
 INPUT_SHAPE = (1, 3, 32, 32)  # one CIFAR-sized image (the digits are upsampled to 32 x 32 too)
@@ -416,23 +417,6 @@ def summary(result: ExportResult) -> str:
     )
 
 
-def _device_error(device: str | None) -> str:
-    """Why `--device` cannot run the check here ("" when it can, or when not given)."""
-    if device is None:
-        return ""
-    try:
-        dev = torch.device(device)
-    except RuntimeError:
-        return f"--device {device!r} is not a device: cpu, cuda or cuda:N"
-    if dev.type not in ("cpu", "cuda"):
-        return f"--device {device!r}: the check runs on cpu or cuda"
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        return f"--device {device}: no CUDA GPU is visible to this process; use --device cpu"
-    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
-        return f"--device {device}: this process sees {torch.cuda.device_count()} GPU(s)"
-    return ""
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m prunex.pruning.export", description=__doc__.split("\n")[0])
     parser.add_argument("run_dir", help="a finished run directory (config.json, final_model.pt)")
@@ -443,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check_samples is not None and args.check_samples < 1:
         print(f"error: --check-samples must be >= 1, got {args.check_samples}", file=sys.stderr)
         return 2
-    bad_device = _device_error(args.device)
+    bad_device = device_option_error(args.device)
     if bad_device:  # before the run's model is loaded
         print(f"error: {bad_device}", file=sys.stderr)
         return 2

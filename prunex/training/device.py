@@ -42,6 +42,24 @@ class DeviceError(RuntimeError):
     """A rank cannot use the requested device, or the ranks disagree; one line for the user."""
 
 
+def device_option_error(device: str | None, option: str = "--device") -> str:
+    """Why a one-process command's `option` (cpu, cuda or cuda:N; the export's check, a bench) cannot run here:
+    "" when it can or was not given, else one line, so that the command refuses it before it loads anything."""
+    if device is None:
+        return ""
+    try:
+        dev = torch.device(device)
+    except RuntimeError:
+        return f"{option} {device!r} is not a device: cpu, cuda or cuda:N"
+    if dev.type not in ("cpu", "cuda"):
+        return f"{option} {device!r}: this runs on cpu or cuda"
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        return f"{option} {device}: no CUDA GPU is visible to this process; use {option} cpu"
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        return f"{option} {device}: this process sees {torch.cuda.device_count()} GPU(s)"
+    return ""
+
+
 def machine_rank(topo: Topology, env: Mapping[str, str] | None = None) -> tuple[int, int]:
     """(this process's index among the processes of its machine, their number).
 

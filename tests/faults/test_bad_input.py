@@ -357,8 +357,18 @@ REFUSALS = [
     ("prunex.perfmodel.__main__", ["project", "--gpus", "8,x"], "--gpus '8,x': not a comma-separated list"),
     ("prunex.perfmodel.__main__", ["project", "--out", "{file}/p"], "--out {file}/p: {file} is a file"),
     ("prunex.perfmodel.__main__", ["loopback", "--out", "{link}/l.parquet"], "which does not exist"),
+    ("prunex.bench.shrink", ["--keep", "0"], "--keep must be in (0, 1], got 0.0"),
+    ("prunex.bench.shrink", ["--repeats", "0"], "--repeats must be >= 1, got 0"),
+    ("prunex.bench.shrink", ["--device", "nosuch"], "--device 'nosuch' is not a device"),
+    ("prunex.bench.inference", ["--model", "resnet20", "--out", "{file}/i"], "--out {file}/i: {file} is a file"),
     ("analysis.report", ["--results", "{dir}/nosuch", "--out", "{dir}"], "results directory {dir}/nosuch does not"),
     ("analysis.report", ["--results", "{root}/saved-logs/local", "--out", "{file}/r"], "{file} is a file"),
+    ("benchmarks.checkpoints", ["--profile", "nosuch"], "unknown profile 'nosuch'"),
+    ("benchmarks.checkpoints", ["--cluster", "nosuch"], "no cluster file"),
+    ("benchmarks.checkpoints", ["--sgd-epochs", "0"], "--sgd-epochs must be >= 1, got 0"),
+    ("benchmarks.checkpoints", ["--every-min", "-1"], "--every-min must be >= 0"),
+    ("prunex.bench.allocator", ["--model", "nosuch"], "unknown --model 'nosuch'"),
+    ("prunex.bench.startup", ["--module", "nosuch.module"], "--module nosuch.module: no such module"),
 ]
 
 
