@@ -31,6 +31,7 @@ On a CPU (``--device cpu --model resnet20``) it checks the plumbing only; the ta
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import sys
 import tempfile
@@ -48,6 +49,7 @@ from prunex.cluster.preflight import check_outputs
 from prunex.methods.base import build_method
 from prunex.training.config import ADMMConfig, ConfigError, RunConfig
 from prunex.training.data import make_digits
+from prunex.training.device import device_option_error
 from prunex.training.models import build_model
 from prunex.training.topology import build_groups, discover
 
@@ -148,27 +150,9 @@ def profile_rounds(device: torch.device, model: str, keep: float, rounds: int) -
         dist.destroy_process_group()
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cuda")
-    parser.add_argument("--model", default="resnet152")
-    parser.add_argument("--keep", type=float, default=0.5)
-    parser.add_argument("--iterations", type=int, default=6)
-    parser.add_argument("--freeze", type=int, default=2, help="T_freeze")
-    parser.add_argument("--results", default="", help="results directory (default: a temporary one)")
-    parser.add_argument("--out", default="", help="CSV of every iteration")
-    parser.add_argument("--profile", type=int, default=0, help="also profile this many frozen rounds")
-    args = parser.parse_args(argv)
-    try:
-        check_outputs(args.results, args.out)  # before the run: its table is written at the end
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    device = torch.device(args.device)
-    results = Path(args.results or tempfile.mkdtemp(prefix="gpu_round-"))
-    data = results / "data"
-    make_digits(data)
-    config = RunConfig(
+def _config(args: argparse.Namespace, results: Path, data: Path) -> RunConfig:
+    """The one H-SADMM run this bench times (`ConfigError` for a value RunConfig refuses)."""
+    return RunConfig(
         method="hsadmm",
         model=args.model,
         dataset="digits",
@@ -185,6 +169,39 @@ def main(argv: list[str] | None = None) -> int:
         data_root=str(data),
         results=str(results),
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--model", default="resnet152")
+    parser.add_argument("--keep", type=float, default=0.5)
+    parser.add_argument("--iterations", type=int, default=6)
+    parser.add_argument("--freeze", type=int, default=2, help="T_freeze")
+    parser.add_argument("--results", default="", help="results directory (default: a temporary one)")
+    parser.add_argument("--out", default="", help="CSV of every iteration")
+    parser.add_argument("--profile", type=int, default=0, help="also profile this many frozen rounds")
+    args = parser.parse_args(argv)
+    try:
+        check_outputs(args.results, args.out)  # before the run: its table is written at the end
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    bad_device = device_option_error(args.device)
+    if bad_device:  # before a run that would fail in its rank (a traceback after the job's start)
+        print(f"error: {bad_device}", file=sys.stderr)
+        return 2
+    device = torch.device(args.device)
+    results = Path(args.results or tempfile.mkdtemp(prefix="gpu_round-"))
+    data = results / "data"
+    try:
+        config = _config(args, results, data)
+    except ConfigError as e:  # a model, keep or count RunConfig refuses: before the digits are made
+        if not args.results:
+            shutil.rmtree(results, ignore_errors=True)
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    make_digits(data)
     run_dir = launch(config, echo=False)
     table = iteration_table(run_dir, device, args.freeze)
     pd.set_option("display.width", 200)

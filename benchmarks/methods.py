@@ -252,7 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.iterations < 1 or args.admm_iterations < 1:
-        print("--iterations and --admm-iterations must be >= 1", file=sys.stderr)
+        print("error: --iterations and --admm-iterations must be >= 1", file=sys.stderr)
         return 2
     try:
         check_outputs(args.results)
@@ -261,7 +261,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     with tempfile.TemporaryDirectory(prefix="prunex-bench-") as tmp:
         results = args.results or tmp
-        runs = plan(args, results)
+        try:
+            runs = plan(args, results)  # every run's configuration, before the first run
+        except ConfigError as e:  # a model, dataset, topology or ratio RunConfig refuses
+            print(f"error: {e}", file=sys.stderr)
+            return 2
         rows, dirs = [], []
         for run in runs:
             t0 = time.perf_counter()

@@ -54,7 +54,7 @@ from prunex.cluster.preflight import check_outputs
 from prunex.comm.cost import crosses, ring_bytes
 from prunex.comm.waitfree import last_arriver_comm
 from prunex.minicluster.accounting import STATE_FILE
-from prunex.perfmodel.calibrate import load_cluster
+from prunex.perfmodel.calibrate import CalibrationError, load_cluster
 from prunex.perfmodel.formulas import time_of
 from prunex.perfmodel.workload import Options, Workload, ddp_workload, hsadmm_workload, kept_from_keep, model_spec
 from prunex.training.config import ADMMConfig, ConfigError, LinkConfig, RunConfig
@@ -127,8 +127,8 @@ def measure(args: argparse.Namespace, results: str) -> list[tuple[str, float, fl
         "epochs": 1,
         "bind_cores": args.executor == "slurm",
     }
-    out = []
-    for name, (method, changes) in MEASURED.items():
+    configs = {}  # every row's configuration before the first run: a value RunConfig refuses is refused here
+    for row, (name, (method, changes)) in enumerate(MEASURED.items()):
         admm = ADMMConfig(
             iterations=args.iterations + 1,
             local_epochs=1,
@@ -138,7 +138,10 @@ def measure(args: argparse.Namespace, results: str) -> list[tuple[str, float, fl
             bucket_mb=args.bucket_mb,
             **changes,
         )
-        cfg = RunConfig(method=method, name=f"row{len(out)}-{method}", admm=admm, **common)
+        configs[name] = RunConfig(method=method, name=f"row{row}-{method}", admm=admm, **common)
+    out = []
+    for name, cfg in configs.items():
+        method = cfg.method
         run_dir = launch(cfg, echo=False)
         comm = pd.read_parquet(run_dir / "comm.parquet")
         last = args.iterations if method == "ddp" else 10**9
@@ -177,13 +180,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.measure and args.workdir is not None and not os.path.isdir(args.workdir):
         p.error(f"--workdir {args.workdir} is not a directory; create it or name another")  # before any run
+    if args.nodes < 1 or args.iterations < 1:
+        p.error(f"--nodes and --iterations must be >= 1, got {args.nodes} and {args.iterations}")
+    if not 0 < args.channel_keep <= 1:
+        p.error(f"--channel-keep must be in (0, 1], got {args.channel_keep}")
     try:
         check_outputs(out=args.out)
-    except ConfigError as e:
+        if not args.measure:  # an unknown cluster file or model: one line
+            load_cluster(args.cluster)
+            model_spec(args.model)
+    except (ConfigError, CalibrationError, ValueError) as e:
         p.error(str(e))
     if args.measure:
         with tempfile.TemporaryDirectory(prefix="prunex-exchange-", dir=args.workdir) as tmp:
-            table = measure(args, tmp)
+            try:
+                table = measure(args, tmp)
+            except ConfigError as e:  # the rows' configurations, made before the first run
+                p.error(str(e))
         cpu = hardware_name("cpu")
         if args.executor == "slurm":
             how = (

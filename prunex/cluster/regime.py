@@ -39,7 +39,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from prunex.cluster.preflight import check_writable
 from prunex.comm import cost as commcost
+from prunex.training.config import DATASET_NAMES, MODEL_NAMES, ConfigError
 
 REGIME_ENV = "PRUNEX_REGIME"  # path of the results directory's regime.json, set for every run of the profile
 REGIME_FILE = "regime.json"
@@ -358,22 +360,37 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.cmd == "show":
-        r = read(args.path)
-        if r is None:
-            print(f"error: no regime file at {args.path}", file=sys.stderr)
-            return 2
-        print(describe(r))
-        return 0
-    out = Path(args.out)
-    if out.exists():
-        r = read(out)
-        print(f"kept {out} (made {r.get('created', '?')}): {describe(r)}")
-        return 0
-    if args.nodes < 1 or args.procs_per_node < 1 or args.iterations < 1:
-        print("error: --nodes, --procs-per-node and --iterations must be >= 1", file=sys.stderr)
+    def fail(msg: str) -> int:
+        print(f"error: {msg}", file=sys.stderr)
         return 2
+
+    args = build_parser().parse_args(argv)
+    path = Path(args.path if args.cmd == "show" else args.out)
+    try:
+        r = read(path)
+        line = None if r is None else describe(r)
+    except (ValueError, KeyError, TypeError) as e:  # not JSON, or not a regime file's keys
+        return fail(f"{path} is not a regime file ({type(e).__name__}: {e}); remove it to probe again")
+    if args.cmd == "show":
+        if line is None:
+            return fail(f"no regime file at {path}")
+        print(line)
+        return 0
+    if line is not None:
+        print(f"kept {path} (made {r.get('created', '?')}): {line}")
+        return 0
+    if args.nodes < 1 or args.procs_per_node < 1 or args.iterations < 1 or args.batch_size < 1:
+        return fail("--nodes, --procs-per-node, --iterations and --batch-size must be >= 1")
+    if args.model not in MODEL_NAMES or args.dataset not in DATASET_NAMES:  # not a traceback of the probe's ranks
+        return fail(
+            f"--model {args.model} / --dataset {args.dataset}: known models {', '.join(MODEL_NAMES)}; "
+            f"datasets {', '.join(DATASET_NAMES)}"
+        )
+    try:
+        check_writable(path, "--out", folder=False)  # before the probe's minute, not when its result is written
+    except ConfigError as e:
+        return fail(str(e))
+    out = path
     r = calibrate(
         args.nodes,
         args.procs_per_node,

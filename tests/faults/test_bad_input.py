@@ -369,6 +369,17 @@ REFUSALS = [
     ("benchmarks.checkpoints", ["--every-min", "-1"], "--every-min must be >= 0"),
     ("prunex.bench.allocator", ["--model", "nosuch"], "unknown --model 'nosuch'"),
     ("prunex.bench.startup", ["--module", "nosuch.module"], "--module nosuch.module: no such module"),
+    ("prunex.bench.exchange", ["--nodes", "0"], "--nodes and --iterations must be >= 1, got 0 and 3"),
+    ("prunex.bench.exchange", ["--model", "nosuch"], "unknown model 'nosuch'"),
+    ("prunex.bench.exchange", ["--cluster", "nosuch"], "no cluster file"),
+    ("prunex.bench.exchange", ["--measure", "--bucket-mb", "0"], "bucket size must be in (0,"),
+    ("benchmarks.methods", ["--model", "nosuch"], "unknown model 'nosuch'"),
+    ("benchmarks.methods", ["--nodes", "0"], "impossible topology: nodes=0"),
+    ("benchmarks.gpu_round", ["--device", "cpu", "--keep", "0"], "channel_keep must be in (0, 1], got 0.0"),
+    ("benchmarks.gpu_round", ["--device", "cuda:99"], "--device cuda:99: "),  # no GPU here, or too few
+    ("prunex.cluster.regime", ["show", "{file}"], "{file} is not a regime file (JSONDecodeError"),
+    ("prunex.cluster.regime", ["probe", "--out", "{file}/r.json"], "--out {file}/r.json: {file} is a file"),
+    ("prunex.cluster.regime", ["probe", "--out", "{dir}/r.json", "--model", "nosuch"], "--model nosuch"),
 ]
 
 
