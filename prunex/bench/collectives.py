@@ -502,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--sizes", default=DEFAULT_SIZES, help="A..B (powers of 4), a comma list, or one size")
+    p.add_argument("--sizes", default=DEFAULT_SIZES, help="A..B (powers of 4) or a comma list: two sizes or more")
     p.add_argument("--nodes", type=int, default=2)
     p.add_argument("--procs-per-node", type=int, default=2)
     p.add_argument(
@@ -532,6 +532,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         sizes = parse_sizes(args.sizes)
+        if len(sizes) < 2:  # before the sweep: its measurements were lost when the fit then failed
+            raise BenchError(
+                f"--sizes {args.sizes}: the alpha-beta fit needs two or more distinct sizes (rounded to whole "
+                f"float32 elements), got {', '.join(map(human_size, sizes))}"
+            )
         if args.minicluster:
             c = MiniCluster(args.minicluster)
             if not c.is_up():

@@ -369,6 +369,7 @@ REFUSALS = [
     ("benchmarks.checkpoints", ["--every-min", "-1"], "--every-min must be >= 0"),
     ("prunex.bench.allocator", ["--model", "nosuch"], "unknown --model 'nosuch'"),
     ("prunex.bench.startup", ["--module", "nosuch.module"], "--module nosuch.module: no such module"),
+    ("prunex.bench.collectives", ["--sizes", "4MB", "--out", "{dir}/c.parquet"], "needs two or more distinct sizes"),
     ("prunex.bench.exchange", ["--nodes", "0"], "--nodes and --iterations must be >= 1, got 0 and 3"),
     ("prunex.bench.exchange", ["--model", "nosuch"], "unknown model 'nosuch'"),
     ("prunex.bench.exchange", ["--cluster", "nosuch"], "no cluster file"),
