@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from prunex.cluster import jobs
-from prunex.training.config import ConfigError
+from prunex.cluster.preflight import unwritable_results
 from prunex.training.log import write_json
 
 LOCK_NAME = ".prunex.lock"
@@ -56,13 +56,6 @@ DEAD_LAUNCHER_WAIT_S = 30.0  # a local job of a dead launcher is gone within mom
 
 class LockHeld(RuntimeError):
     """Another live process or job writes here; the message says who and what to do."""
-
-
-def _unwritable(path: Path, e: OSError) -> ConfigError:
-    return ConfigError(
-        f"results path {str(path)!r} is not writable: {e.strerror or e}; "
-        f"use another --results or make it writable (chmod u+w {path})"
-    )
 
 
 # -- the results directory (one driver) ------------------------------------------------------------
@@ -120,7 +113,7 @@ def results_lock(results: str | Path) -> Iterator[None]:
     try:
         results.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise _unwritable(results, e) from None
+        raise unwritable_results(results, e) from None
     path = results / LOCK_NAME
     me = {"pid": os.getpid(), "host": socket.gethostname(), "started": jobs.now()}
     in_slurm_driver = os.environ.get("PRUNEX_DRIVER_JOB") and os.environ.get("SLURM_JOB_ID")
@@ -130,7 +123,7 @@ def results_lock(results: str | Path) -> Iterator[None]:
         try:
             created = _create_with(path, me)
         except OSError as e:
-            raise _unwritable(results, e) from None
+            raise unwritable_results(results, e) from None
         if not created:
             owner = _read_owner(path)
             if owner.get("pid") == me["pid"] and owner.get("host") == me["host"]:
@@ -179,7 +172,7 @@ def _mutex(run_dir: Path, timeout_s: float = 60.0, name: str = CLAIM_MUTEX) -> I
     try:
         fd = os.open(run_dir / name, os.O_CREAT | os.O_RDWR, 0o644)
     except OSError as e:
-        raise _unwritable(run_dir, e) from None
+        raise unwritable_results(run_dir, e) from None
     try:
         deadline = time.monotonic() + timeout_s
         while True:

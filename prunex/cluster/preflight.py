@@ -126,6 +126,21 @@ def check_writable(path: str | Path, option: str, folder: bool = True) -> None:
         ) from None
 
 
+def unwritable_results(path: Path, e: OSError) -> ConfigError:
+    """The one line for a results folder (or a run's folder in it) that could not be made or written: a file in
+    the way is named (chmod would not help), anything else asks for another --results or write permission."""
+    path = Path(path).absolute()
+    blocker = next((a for a in (path, *path.parents) if a.exists() and not a.is_dir()), None)
+    if blocker is not None:
+        return ConfigError(
+            f"results path {str(path)!r} is not writable: {blocker} is a file, not a directory; use another --results"
+        )
+    return ConfigError(
+        f"results path {str(path)!r} is not writable: {e.strerror or e}; "
+        f"use another --results or make it writable (chmod u+w {path})"
+    )
+
+
 def check_outputs(results: str | Path | None = None, out: str | Path | None = None) -> None:
     """`check_writable` for a command's `--results` folder and its `--out` file, those it was given."""
     if results:
@@ -159,9 +174,6 @@ def preflight(config: RunConfig, memo: dict | None = None) -> Path:
         probe.write_text("ok")
         probe.unlink()
     except OSError as e:
-        raise ConfigError(
-            f"results path {config.results!r} is not writable: {e.strerror}; use another --results "
-            f"or make it writable (chmod u+w {Path(config.results).resolve()})"
-        ) from None
+        raise unwritable_results(Path(config.results), e) from None
     link_run(config)
     return run_dir
