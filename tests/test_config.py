@@ -82,6 +82,7 @@ def test_round_trip_and_diff() -> None:
         (["--method", "hsadmm", "--momentum-policy", "sometimes"], "momentum_policy must be one of"),
         (["--method", "ddp", "--checkpoint-every-min", "-1"], "checkpoint cadence must be >= 0"),
         (["--method", "ddp", "--experiment", "runs"], "reserved for the shared run directories"),
+        (["--method", "ddp", "--init-from", "results/adhoc/start"], "is a path; it takes the name of a finished run"),
     ],
 )
 def test_cli_rejects_before_launch(tmp_path: Path, args: list[str], message: str, capsys) -> None:

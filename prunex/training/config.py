@@ -428,6 +428,12 @@ class RunConfig:
         if not (self.checkpoint_every_min >= 0 and math.isfinite(self.checkpoint_every_min)):
             raise ConfigError(f"checkpoint cadence must be >= 0 minutes, got {self.checkpoint_every_min}")
         if self.init_from:
+            if "/" in self.init_from:  # a path, as a user would give first: say what the option takes
+                raise ConfigError(
+                    f"--init-from {self.init_from!r} is a path; it takes the name of a finished run of the same "
+                    f"experiment, a folder of {self.results.rstrip('/')}/{self.experiment} (or give --results and "
+                    "--experiment where that run lives)"
+                )
             check_name(self.init_from, "init_from run name")
         if self.method == "prune_finetune" and not self.init_from:
             raise ConfigError("prune_finetune needs the dense run to start from (--init-from RUN_NAME)")
