@@ -230,18 +230,33 @@ def dry_run(
     return len(configs), total
 
 
-def waves(configs: list[RunConfig]) -> list[list[RunConfig]]:
-    """`configs` in dependency order (`RunConfig.depends_on`): a wave needs only earlier waves' runs."""
-    names = {c.name for c in configs}
-    placed: set[str] = set()
+def needed_dirs(configs: list[RunConfig], named: list[RunConfig] | None = None) -> dict[Path, set[Path]]:
+    """Per run directory of `configs`, the run directories among theirs that its run waits for
+    (`RunConfig.depends_on`: names of runs of its own experiment, looked up among `named`, default `configs`).
+    By directory, not by name: one run per training keeps one of several equal runs, which may carry another
+    experiment's name (the smoke profile's Pareto start is time_to_accuracy's DDP run), and its dependents must wait
+    for it. A dependency outside `configs` is taken as finished (`preflight.check_start` checks it)."""
+    named = configs if named is None else named
+    dir_of = {(c.experiment, c.name): run_dir_for(c) for c in named}
+    mine = {run_dir_for(c) for c in configs}
+    return {
+        run_dir_for(c): {dir_of[(c.experiment, d)] for d in c.depends_on if (c.experiment, d) in dir_of} & mine
+        for c in configs
+    }
+
+
+def waves(configs: list[RunConfig], named: list[RunConfig] | None = None) -> list[list[RunConfig]]:
+    """`configs` in dependency order (`needed_dirs`): a wave needs only earlier waves' runs."""
+    needs = needed_dirs(configs, named)
+    placed: set[Path] = set()
     out, left = [], list(configs)
     while left:
-        wave = [c for c in left if all(d in placed or d not in names for d in c.depends_on)]
+        wave = [c for c in left if needs[run_dir_for(c)] <= placed]
         if not wave:
             raise ConfigError(f"circular run dependencies among {', '.join(c.name for c in left)}")
         out.append(wave)
-        placed |= {c.name for c in wave}
-        left = [c for c in left if c.name not in placed]
+        placed |= {run_dir_for(c) for c in wave}
+        left = [c for c in left if run_dir_for(c) not in placed]
     return out
 
 
@@ -259,13 +274,20 @@ def execute(
     for c in configs:  # one run per training configuration
         unique.setdefault(run_dir_for(c), c)
     todo = [c for d, c in unique.items() if not (d / DONE).exists()]
+    needs = needed_dirs(todo, configs)
     failures: list[tuple[str, str]] = []
-    for wave in waves(todo):
-        failed = {f for f, _ in failures}
-        blocked = [c for c in wave if failed & set(c.depends_on)]
-        failures += [(c.name, f"not run: {', '.join(sorted(failed & set(c.depends_on)))} failed") for c in blocked]
+    failed: dict[Path, str] = {}  # run directory -> the name its run failed under
+    for wave in waves(todo, configs):
+        blocked = [c for c in wave if needs[run_dir_for(c)] & failed.keys()]
+        for c in blocked:
+            failed[run_dir_for(c)] = c.name
+            why = ", ".join(sorted(failed[d] for d in needs[run_dir_for(c)] & failed.keys()))
+            failures.append((c.name, f"not run: {why} failed"))
         runnable = [c for c in wave if c not in blocked]
-        failures += _execute_wave(runnable, slurm, echo=echo, detach=detach, serial=serial)
+        new = _execute_wave(runnable, slurm, echo=echo, detach=detach, serial=serial)
+        names = {n for n, _ in new}
+        failed |= {run_dir_for(c): c.name for c in runnable if c.name in names}
+        failures += new
     return failures
 
 

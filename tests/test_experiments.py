@@ -182,6 +182,54 @@ def test_prune_finetune_runs_wait_for_the_runs_they_need() -> None:
         dataclasses.replace(configs[0], method="prune_finetune")
 
 
+def _every_run(profile_name: str, executor: str | None = None) -> list[RunConfig]:
+    """Every experiment's runs of a profile, as `experiments.all` hands them to `cli.run_experiments`."""
+    return [
+        c
+        for name in all_experiments.EXPERIMENTS
+        for c in cli.resolve(name, importlib.import_module(f"experiments.{name}").runs, profile_name, executor, "/r")
+    ]
+
+
+@pytest.mark.parametrize("profile_name", PROFILE_NAMES)
+def test_a_run_kept_for_an_equal_one_of_another_name_is_still_waited_for(profile_name: str) -> None:
+    """One run per training keeps the first of equal runs, which may carry another experiment's name: the smoke
+    profile's Pareto start is time_to_accuracy's DDP run. Its dependents must still come in a later wave. Before,
+    they went in the same wave, and `./run_all.sh --profile smoke` on Slurm stopped at once with
+    "--init-from start-resnet20-s0: ... is not a finished run (no DONE)"."""
+    configs = _every_run(profile_name)
+    unique: dict[Path, RunConfig] = {}
+    for c in configs:
+        unique.setdefault(run_dir_for(c), c)
+    todo = list(unique.values())
+    wave_of = {run_dir_for(c): w for w, wave in enumerate(cli.waves(todo, configs)) for c in wave}
+    dir_of = {(c.experiment, c.name): run_dir_for(c) for c in configs}
+    needs = [(c, d, dir_of[(c.experiment, d)]) for c in todo for d in c.depends_on]
+    assert needs and all(wave_of[need] < wave_of[run_dir_for(c)] for c, d, need in needs)
+    # the dependencies kept under another run's name: the case that stopped the smoke profile
+    renamed = [(c.name, d) for c, d, need in needs if (unique[need].experiment, unique[need].name) != (c.experiment, d)]
+    assert bool(renamed) == (profile_name == "smoke"), renamed
+
+
+def test_a_failed_run_blocks_its_dependents_under_any_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The blocked-by-failure rule also goes by run directory: the start fails under the name it was kept
+    under, and the Pareto runs that start from it are not run (not launched to fail at `--init-from`)."""
+    configs = _every_run("smoke", "slurm")
+    starts = {run_dir_for(c) for c in configs if c.name.startswith("start-")}
+    launched: list[str] = []
+
+    def fake_wave(todo: list[RunConfig], slurm: object, **kw: object) -> list[tuple[str, str]]:
+        """The launcher's part, not a collective: every run "succeeds" but the Pareto's start, which fails."""
+        launched.extend(c.name for c in todo)
+        return [(c.name, "failed here") for c in todo if run_dir_for(c) in starts]
+
+    monkeypatch.setattr(cli, "_execute_wave", fake_wave)
+    failures = dict(cli.execute(configs, cli.SlurmOptions()))
+    pareto = [c.name for c in configs if c.experiment == "pareto" and c.depends_on]
+    assert pareto and all(n not in launched for n in pareto), launched
+    assert all(failures[n].startswith("not run: ") and failures[n].endswith(" failed") for n in pareto), failures
+
+
 def test_exported_runs_bench_with_their_profiles_budget() -> None:
     """Every exported run times its inference for its profile's `bench_budget_s`, except the Pareto's one-machine
     points (1 s, their budget's). The smoke profile's 0.05 s was overridden by a Pareto default of 5 s until
