@@ -44,6 +44,7 @@ import torch.distributed as dist
 from torch.profiler import ProfilerActivity, profile
 from torch.utils.data import TensorDataset
 
+from prunex.cluster.exits import refuse
 from prunex.cluster.launch import launch
 from prunex.cluster.preflight import check_outputs
 from prunex.methods.base import build_method
@@ -199,8 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:  # a model, keep or count RunConfig refuses: before the digits are made
         if not args.results:
             shutil.rmtree(results, ignore_errors=True)
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return refuse(e, {ConfigError: 2})
     make_digits(data)
     run_dir = launch(config, echo=False)
     table = iteration_table(run_dir, device, args.freeze)

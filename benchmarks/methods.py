@@ -56,6 +56,7 @@ from typing import Any
 
 import pandas as pd
 
+from prunex.cluster.exits import refuse
 from prunex.cluster.launch import launch
 from prunex.cluster.preflight import check_outputs
 from prunex.training.config import ADMMConfig, ConfigError, DDPConfig, LinkConfig, PacTrainConfig, RunConfig, TopKConfig
@@ -264,8 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             runs = plan(args, results)  # every run's configuration, before the first run
         except ConfigError as e:  # a model, dataset, topology or ratio RunConfig refuses
-            print(f"error: {e}", file=sys.stderr)
-            return 2
+            return refuse(e, {ConfigError: 2})
         rows, dirs = [], []
         for run in runs:
             t0 = time.perf_counter()

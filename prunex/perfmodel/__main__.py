@@ -112,9 +112,10 @@ def _project(args: argparse.Namespace) -> int:
         counts = [int(g) for g in args.gpus.split(",") if g]
     except ValueError:
         raise ValueError(f"--gpus {args.gpus!r}: not a comma-separated list of whole numbers") from None
-    if not counts or min(counts) < 1:
-        raise ValueError(f"--gpus {args.gpus!r}: GPU counts must be >= 1")
-    gpus = gpu_series(counts, args.extend_to)
+    try:
+        gpus = gpu_series(counts, args.extend_to)  # refuses counts below 1
+    except ValueError as e:
+        raise ValueError(f"--gpus {args.gpus!r}: {e}") from None
     methods = [m for m in args.methods.split(",") if m]
     per_sample = args.compute_s_per_sample
     if args.compute_from_run:
