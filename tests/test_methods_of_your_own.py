@@ -96,6 +96,43 @@ def test_a_module_that_fails_is_one_line_and_nothing_is_launched(
     assert not results.exists()
 
 
+@pytest.mark.parametrize(
+    ("plugins", "source"),
+    [
+        ("os", ""),  # a name that happens to import
+        ("my_plugin", "from prunex.methods.registry import MethodInfo, register\n"),  # the register call left out
+        ("examples.local_sgd,my_plugin", "VALUE = 1\n"),  # the second of two names
+    ],
+)
+def test_a_module_that_registers_no_method_is_one_line_and_nothing_is_launched(
+    plugins: str, source: str, tmp_path: Path
+) -> None:
+    """Review (2026-12-07): a module named in the variable that imported but registered nothing was accepted in
+    silence, so `PRUNEX_METHODS=os` trained ddp as if the variable were unset. It is now refused as a module that
+    fails to import is."""
+    (tmp_path / "my_plugin.py").write_text(source)
+    results = tmp_path / "results"
+    argv = [sys.executable, "-m", "prunex.run", "--method", "ddp", "--executor", "local", "--results", str(results)]
+    proc = subprocess.run(argv, env=_env(plugins, tmp_path), capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    module = plugins.split(",")[-1]
+    assert proc.stderr.strip() == (
+        f"error: {PLUGINS_ENV} names {module!r}, which imported but registered no method: a module named there "
+        "calls prunex.methods.registry.register(MethodInfo(...)) when imported (docs/methods-of-your-own.md)"
+    )
+    assert not results.exists()
+
+
+def test_a_module_named_twice_is_imported_once() -> None:
+    code = (
+        "from prunex.methods.registry import METHOD_NAMES, PLUGIN_ERROR\nprint(repr(PLUGIN_ERROR), *METHOD_NAMES[-3:])"
+    )
+    env = _env(" examples.local_sgd , examples.local_sgd")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "'' local_sgd local_sgd_epoch local_sgd_epoch_on_mask"
+
+
 def test_experiments_add_it_beside_each_ddp_run_with_ddps_settings(tmp_path: Path) -> None:
     code = (
         "import dataclasses\n"

@@ -141,13 +141,24 @@ def register(info: MethodInfo) -> None:
 
 
 # A module that fails to import is not raised here, at import time, as a traceback: every RunConfig and
-# `method_info` refuses with this one line instead, so that the commands print it as their other refusals.
+# `method_info` refuses with this one line instead, so that the commands print it as their other refusals. So is
+# a module that imports and registers nothing (a name that happens to be importable, `os`, or a module whose
+# `register` call was left out): otherwise it is silently no method at all, and the run asked for refuses later
+# as an unknown method, or the experiments' `--with-method` finds nothing, with no word on the variable's module.
+# A name given twice is imported once.
 PLUGIN_ERROR = ""
-for _module in filter(None, (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(","))):
+for _module in dict.fromkeys(filter(None, (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(",")))):
+    _before = len(_REGISTERED)
     try:
         importlib.import_module(_module)
     except Exception as e:  # ImportError, or what the module itself raised (a bad `register` call)
         PLUGIN_ERROR = f"{PLUGINS_ENV} names {_module!r}, which failed to import: {type(e).__name__}: {e}"
+        break
+    if len(_REGISTERED) == _before:
+        PLUGIN_ERROR = (
+            f"{PLUGINS_ENV} names {_module!r}, which imported but registered no method: a module named there calls "
+            "prunex.methods.registry.register(MethodInfo(...)) when imported (docs/methods-of-your-own.md)"
+        )
         break
 
 PAPER_METHODS: tuple[str, ...] = tuple(m.name for m in _METHODS)  # H-SADMM and its baselines: not registered ones
