@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from prunex.cluster.options import Option, _field, config_from_args, options
+from prunex.cluster.options import Option, _field, config_from_args, epoch_methods, options
 from prunex.methods.registry import readers
 from prunex.run import build_parser
 from prunex.run import main as run_main
@@ -77,6 +77,8 @@ def test_a_value_is_refused_in_one_line_before_anything_or_makes_a_sound_config(
 def _method_for(o: Option) -> list[str]:
     """A method that reads the option (an option of another method's section is refused for that alone)."""
     method = readers(o.section)[0]  # RunConfig's own and the link's: every method's, hsadmm first
+    if o.field == "epochs" and not o.section:  # read by the methods whose iteration is an SGD step only
+        method = epoch_methods()[0]
     return ["--method", method] + (["--init-from", "a-start"] if method == "prune_finetune" else [])
 
 

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from prunex.methods.registry import METHOD_NAMES, readers
+from prunex.methods.registry import METHOD_NAMES, REGISTRY, readers
 from prunex.training.config import INTER_EXCHANGES, RHO_SCHEDULES, WIRE_DTYPES, ConfigError, RunConfig
 
 
@@ -62,6 +62,8 @@ HELP = {
     "experiment": "directory level above the run",
     "name": "run name (part of its run_id and directory)",
     "bn_batches": "BatchNorm re-estimation batches before evaluating (0: off)",
+    "epochs": "the length of a method whose iteration is an SGD step; an ADMM method's is --iterations outer "
+    "iterations of --local-epochs, then --retrain-epochs",
     "train_subset": "use only the first n training images",
     "checkpoint_every_min": "minutes between checkpoints, taken at the next evaluation point (0: at every one)",
     "export": "after training: export the compact model and bench inference (prunex.pruning.export, "
@@ -188,6 +190,20 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
                 f"{given}: options of {', '.join(readers(section))}, which --method {method} does not read; "
                 "leave them out"
             )
+    # `--epochs` is a field of RunConfig's own, read by the methods whose iteration is an SGD step only: an ADMM
+    # method's length is its schedule, and the option given to one would be ignored in silence (the run trains its
+    # schedule, perhaps ten times longer than asked)
+    if top.get("epochs") is not None and method in METHOD_NAMES and REGISTRY[method].outer_iterations:
+        raise ConfigError(
+            f"--epochs: the length of the methods whose iteration is an SGD step ({', '.join(epoch_methods())}), "
+            f"which --method {method} does not read: its length is --iterations outer iterations of --local-epochs "
+            "each, then --retrain-epochs; leave --epochs out"
+        )
     for section, values in sections.items():
         top[section] = nested[section](**values)
     return RunConfig(**top)
+
+
+def epoch_methods() -> tuple[str, ...]:
+    """The methods that read `RunConfig.epochs`: those whose iteration is an SGD step (not an outer iteration)."""
+    return tuple(m.name for m in REGISTRY.values() if not m.outer_iterations)

@@ -233,6 +233,9 @@ REFUSED_BEFORE_LAUNCH = [
     ("--inter-latency-s nan", ["--inter-latency-s", "nan"], "alpha_s"),
     ("--layers 'nothing*' (hsadmm)", ["--method", "hsadmm", "--layers", "nothing*"], "matches no convolution"),
     ("--method ddp --filter-keep 0.5", ["--filter-keep", "0.5"], "which --method ddp does not read"),
+    # 2026-12-07: trained hsadmm's default schedule (16 iterations on digits) where 3 epochs were asked for
+    ("--method hsadmm --epochs 3", ["--method", "hsadmm", "--epochs", "3"], "which --method hsadmm does not read"),
+    ("--method flat_admm --epochs 3", ["--method", "flat_admm", "--epochs", "3"], "--iterations outer iterations"),
     ("--init-from nosuchrun", ["--init-from", "nosuchrun"], "nosuchrun"),
     ("--data-root naming a file", ["--data-root", "/etc/passwd"], "/etc/passwd"),
 ]
