@@ -264,8 +264,6 @@ def run(p: Profile, experiment: str, method: str, name: str, **overrides: Any) -
         **p.extra,
     }
     kwargs.update(overrides)
-    if p.executor == "debug":  # one foreground process
-        kwargs["nodes"] = kwargs["procs_per_node"] = 1
     return RunConfig(**kwargs)
 
 

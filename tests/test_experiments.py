@@ -90,6 +90,26 @@ def test_bad_input_is_one_line_before_launch(tmp_path: Path, capsys) -> None:
     assert len(err) == 1 and "not writable" in err[0]
 
 
+@pytest.mark.parametrize("profile_name", ["local", "regime", "paper"])
+def test_the_debug_executor_is_refused_for_a_profile_of_several_processes(
+    profile_name: str, tmp_path: Path, capsys
+) -> None:
+    """Review (2026-12-07): `--executor debug` made every run of a multi-process profile 1 x 1 in silence:
+    strong_scaling's `hsadmm-resnet20-2x2` trained one process, volume's runs sent no inter-node byte. It is refused
+    now, in one line, before anything is made; the smoke profile, one process per run, is the debug executor's."""
+    runs = importlib.import_module("experiments.strong_scaling").runs
+    results = tmp_path / "r"
+    argv = ["--profile", profile_name, "--executor", "debug", "--results", str(results), "--dry-run"]
+    assert cli.main("strong_scaling", runs, None, argv) == 2
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert err.startswith("error: the debug executor runs one process in the foreground; use --executor local for "), (
+        err
+    )
+    assert not results.exists()
+    smoke = cli.resolve("strong_scaling", runs, "smoke", "debug", str(results))
+    assert smoke and all(c.executor == "debug" and c.world_size == 1 for c in smoke)
+
+
 @pytest.mark.slow
 def test_whole_smoke_profile_end_to_end(data_root: Path, tmp_path: Path) -> None:
     results = tmp_path / "smoke"
