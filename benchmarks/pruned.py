@@ -137,12 +137,19 @@ class Variant:
 
 
 def parse_list(text: str, kind: type, option: str) -> list:
-    """A comma-separated option's values (`--seeds 0,1,2`, `--keeps 0.5,0.25`), refused in one line naming it."""
+    """A comma-separated option's values (`--seeds 0,1,2`, `--keeps 0.5,0.25`), refused in one line naming it:
+    not numbers of the kind, none at all, or a value given twice (a seed twice would be counted twice in the
+    medians and ranges over seeds, one run's accuracy standing for two)."""
+    noun = "whole numbers" if kind is int else "numbers"
     try:
-        return [kind(v) for v in text.split(",") if v]
+        values = [kind(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        noun = "whole numbers" if kind is int else "numbers"
         raise ValueError(f"{option} {text!r}: not a comma-separated list of {noun}") from None
+    if not values:
+        raise ValueError(f"{option} {text!r}: no value given; a comma-separated list of {noun}")
+    if twice := sorted({v for v in values if values.count(v) > 1}):
+        raise ValueError(f"{option} {text!r}: {', '.join(f'{v:g}' for v in twice)} given more than once")
+    return values
 
 
 def parse_variant(method: str, settings: list[str]) -> Variant:

@@ -263,6 +263,10 @@ OUTPUTS = [
     ("benchmarks.pruned", ["--keeps", "0.5", "--results", "{file}/runs"], "--results", "is a file, not a directory"),
     ("benchmarks.pruned", ["--keeps", "0.5", "--out", "{dir}"], "--out", "is a directory"),
     ("benchmarks.pruned", ["--seeds", "0,x"], "--seeds", "not a comma-separated list of whole numbers"),
+    # 2026-12-07: a KeyError traceback after the header; a seed or keep given twice ran and was counted twice
+    ("benchmarks.pruned", ["--seeds", ""], "--seeds", "no value given"),
+    ("benchmarks.pruned", ["--seeds", "0,1,0"], "--seeds", "0 given more than once"),
+    ("benchmarks.pruned", ["--keeps", "0.5,0.50"], "--keeps", "0.5 given more than once"),
     ("benchmarks.pruned", ["--keeps", "0.5", "--results", "{link}/runs"], "--results", "which does not exist"),
     ("benchmarks.learning", ["--results", "{file}/runs"], "--results", "is a file, not a directory"),
     ("benchmarks.methods", ["--results", "{file}/runs"], "--results", "is a file, not a directory"),
