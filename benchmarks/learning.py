@@ -29,6 +29,7 @@ from pathlib import Path
 import pandas as pd
 
 from prunex.cluster.launch import launch
+from prunex.cluster.options import comma_list
 from prunex.cluster.preflight import check_outputs
 from prunex.training.config import ADMMConfig, ConfigError, PacTrainConfig, RunConfig, TopKConfig
 from prunex.training.log import hardware_name
@@ -68,14 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", default=None, help="keep the runs here (default: a temporary directory)")
     ap.add_argument("--data-root", default=None)
     args = ap.parse_args(argv)
-    methods = [m for m in args.methods.split(",") if m]
-    unknown = sorted(set(methods) - set(BUDGETS))
-    if unknown:
-        print(f"error: unknown method(s) {', '.join(unknown)}; known: {', '.join(BUDGETS)}", file=sys.stderr)
-        return 2
     try:
+        methods = comma_list(args.methods, "--methods")
+        if unknown := sorted(set(methods) - set(BUDGETS)):
+            raise ValueError(f"unknown method(s) {', '.join(unknown)}; known: {', '.join(BUDGETS)}")
         check_outputs(args.results)
-    except ConfigError as e:
+    except (ConfigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     root = Path(args.results or tempfile.mkdtemp(prefix="prunex-learning-"))

@@ -95,6 +95,7 @@ import pandas as pd
 from analysis.fig12_pareto import drift_zero_from
 from prunex.cluster.exits import one_line
 from prunex.cluster.launch import launch
+from prunex.cluster.options import comma_list
 from prunex.cluster.preflight import check_outputs
 from prunex.methods.registry import METHOD_NAMES, PLUGINS_ENV
 from prunex.training.config import ADMMConfig, PruneFinetuneConfig, RunConfig
@@ -134,22 +135,6 @@ class Variant:
 
     def label(self) -> str:
         return ", ".join([self.method, *(f"{f}={v}" for f, v in self.overrides)])
-
-
-def parse_list(text: str, kind: type, option: str) -> list:
-    """A comma-separated option's values (`--seeds 0,1,2`, `--keeps 0.5,0.25`), refused in one line naming it:
-    not numbers of the kind, none at all, or a value given twice (a seed twice would be counted twice in the
-    medians and ranges over seeds, one run's accuracy standing for two)."""
-    noun = "whole numbers" if kind is int else "numbers"
-    try:
-        values = [kind(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise ValueError(f"{option} {text!r}: not a comma-separated list of {noun}") from None
-    if not values:
-        raise ValueError(f"{option} {text!r}: no value given; a comma-separated list of {noun}")
-    if twice := sorted({v for v in values if values.count(v) > 1}):
-        raise ValueError(f"{option} {text!r}: {', '.join(f'{v:g}' for v in twice)} given more than once")
-    return values
 
 
 def parse_variant(method: str, settings: list[str]) -> Variant:
@@ -474,8 +459,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         if args.budget_scale != 1 and args.rho_max != ADMM.rho_max:
             raise ValueError("--budget-scale and --rho-max are variants of their own: give one of them")
-        seeds = parse_list(args.seeds, int, "--seeds")
-        keeps = tuple(parse_list(args.keeps, float, "--keeps"))
+        seeds = comma_list(args.seeds, "--seeds", int)
+        keeps = tuple(comma_list(args.keeps, "--keeps", float))
         if unknown := [k for k in keeps if k not in (1.0, *KEEPS)]:
             raise ValueError(
                 f"--keeps: {unknown} (the benchmark's keeps are 1 and {', '.join(f'{k:g}' for k in KEEPS)})"

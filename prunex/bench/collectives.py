@@ -83,6 +83,7 @@ from typing import Any
 
 from prunex.cluster import jobs
 from prunex.cluster.executor import make_executor
+from prunex.cluster.options import comma_list
 from prunex.cluster.preflight import check_outputs
 from prunex.cluster.regime import usable_cores
 from prunex.cluster.slurm import SlurmOptions
@@ -360,6 +361,13 @@ def _minicluster_link_rate() -> float:
         return math.nan
 
 
+def check_levels_ops(levels: Sequence[str], ops: Sequence[str]) -> None:
+    """BenchError naming what `levels` and `ops` hold that the sweep does not measure."""
+    bad = [x for x in levels if x not in LEVELS] + [x for x in ops if x not in OPS]
+    if bad:
+        raise BenchError(f"unknown level/op {bad}; levels: {', '.join(LEVELS)}; ops: {', '.join(OPS)}")
+
+
 def run(
     sizes: Sequence[int],
     *,
@@ -384,9 +392,7 @@ def run(
         executor = "slurm" if _slurm_answers() else "local"
     if executor not in ("slurm", "local"):
         raise BenchError(f"unknown executor {executor!r} (slurm, local or auto)")
-    bad = [x for x in levels if x not in LEVELS] + [x for x in ops if x not in OPS]
-    if bad:
-        raise BenchError(f"unknown level/op {bad}; levels: {', '.join(LEVELS)}; ops: {', '.join(OPS)}")
+    check_levels_ops(levels, ops)
     if repeats < 1 or small_repeats < 1 or warmup < 0:
         raise BenchError("need --repeats >= 1, --small-repeats >= 1 and --warmup >= 0")
     if link_model is None:
@@ -531,6 +537,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--minicluster", default=None, metavar="DIR", help="use the client environment of this mini cluster")
     args = p.parse_args(argv)
     try:
+        levels, ops = comma_list(args.levels, "--levels"), comma_list(args.ops, "--ops")
+        check_levels_ops(levels, ops)  # before anything is made (run() checks again, for the library's callers)
         sizes = parse_sizes(args.sizes)
         if len(sizes) < 2:  # before the sweep: its measurements were lost when the fit then failed
             raise BenchError(
@@ -551,8 +559,8 @@ def main(argv: list[str] | None = None) -> int:
             nodes=args.nodes,
             procs_per_node=args.procs_per_node,
             executor=args.executor,
-            levels=[x for x in args.levels.split(",") if x],
-            ops=[x for x in args.ops.split(",") if x],
+            levels=levels,
+            ops=ops,
             repeats=args.repeats,
             small_repeats=args.small_repeats,
             warmup=args.warmup,
@@ -564,7 +572,7 @@ def main(argv: list[str] | None = None) -> int:
             timeout_s=args.timeout,
         )
         fit = fit_table(meas, args.fit)
-    except (BenchError, CalibrationError, ConfigError, OSError) as e:
+    except (BenchError, CalibrationError, ConfigError, OSError, ValueError) as e:
         print(f"prunex.bench.collectives: {e}", file=sys.stderr)
         return 2
     write_parquet(out, meas)

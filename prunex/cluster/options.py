@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from prunex.methods.registry import METHOD_NAMES, REGISTRY, readers
 from prunex.training.config import INTER_EXCHANGES, RHO_SCHEDULES, WIRE_DTYPES, ConfigError, RunConfig
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -207,3 +209,21 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 def epoch_methods() -> tuple[str, ...]:
     """The methods that read `RunConfig.epochs`: those whose iteration is an SGD step (not an outer iteration)."""
     return tuple(m.name for m in REGISTRY.values() if not m.outer_iterations)
+
+
+def comma_list(text: str, option: str, kind: Callable[[str], T] = str) -> list[T]:
+    """A comma-separated option's values (`--seeds 0,1,2`, `--methods ddp,hsadmm`), blanks dropped; ValueError, one
+    line naming the option, for a value `kind` refuses, for none at all (a command that measured nothing and said so
+    with exit code 0, or failed on its empty table), or for one given twice (counted twice in a median, or a row
+    twice in a table)."""
+    noun = {int: "whole numbers", float: "numbers"}.get(kind, "names")
+    try:
+        values = [kind(v.strip()) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"{option} {text!r}: not a comma-separated list of {noun}") from None
+    if not values:
+        raise ValueError(f"{option} {text!r}: no value given; a comma-separated list of {noun}")
+    if twice := [v for v in dict.fromkeys(values) if values.count(v) > 1]:
+        shown = ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in twice)
+        raise ValueError(f"{option} {text!r}: {shown} given more than once")
+    return values

@@ -8,6 +8,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from prunex.cluster.options import comma_list
 from prunex.cluster.preflight import check_writable
 from prunex.perfmodel.calibrate import (
     COMPUTE_STATS,
@@ -108,15 +109,12 @@ def project_options(args: argparse.Namespace) -> Options:
 def _project(args: argparse.Namespace) -> int:
     cluster = with_overrides(load_cluster(args.cluster), args.inter_beta_scale)
     opts = project_options(args)
-    try:
-        counts = [int(g) for g in args.gpus.split(",") if g]
-    except ValueError:
-        raise ValueError(f"--gpus {args.gpus!r}: not a comma-separated list of whole numbers") from None
+    counts = comma_list(args.gpus, "--gpus", int)
     try:
         gpus = gpu_series(counts, args.extend_to)  # refuses counts below 1
     except ValueError as e:
         raise ValueError(f"--gpus {args.gpus!r}: {e}") from None
-    methods = [m for m in args.methods.split(",") if m]
+    methods = comma_list(args.methods, "--methods")
     per_sample = args.compute_s_per_sample
     if args.compute_from_run:
         # forward, backward and step, as a cluster file's compute per sample: the run's logged compute less its

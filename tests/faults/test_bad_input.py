@@ -388,6 +388,15 @@ REFUSALS = [
     ("prunex.cluster.regime", ["show", "{file}"], "{file} is not a regime file (JSONDecodeError"),
     ("prunex.cluster.regime", ["probe", "--out", "{file}/r.json"], "--out {file}/r.json: {file} is a file"),
     ("prunex.cluster.regime", ["probe", "--out", "{dir}/r.json", "--model", "nosuch"], "--model nosuch"),
+    # 2026-12-07, comma-separated lists (`prunex.cluster.options.comma_list`): an empty one was a KeyError traceback
+    # (perfmodel), or measured nothing and exited 0 (benchmarks.learning, prunex.bench.collectives, which wrote an
+    # empty table); a value given twice made a row twice
+    ("prunex.perfmodel.__main__", ["project", "--methods", ""], "--methods '': no value given"),
+    ("prunex.perfmodel.__main__", ["project", "--gpus", "8,16,8", "--out", "{dir}"], "--gpus '8,16,8': 8 given"),
+    ("benchmarks.learning", ["--methods", "", "--results", "{dir}/r"], "--methods '': no value given"),
+    ("benchmarks.learning", ["--methods", "ddp,ddp", "--results", "{dir}/r"], "ddp given more than once"),
+    ("prunex.bench.collectives", ["--levels", ",", "--out", "{dir}/c/c.parquet"], "--levels ',': no value given"),
+    ("prunex.bench.collectives", ["--ops", "nosuch", "--out", "{dir}/c/c.parquet"], "unknown level/op ['nosuch']"),
 ]
 
 
