@@ -44,6 +44,7 @@ import torch
 from torch import nn
 
 from prunex.cluster.exits import one_line
+from prunex.cluster.options import comma_list
 from prunex.cluster.preflight import check_writable
 from prunex.cluster.regime import usable_cores
 from prunex.pruning import constrained_layers, keep_count
@@ -343,10 +344,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.budget_s > 0:
         return fail(f"--budget-s must be > 0, got {args.budget_s}")
     try:
-        batches = tuple(int(b) for b in args.batches.split(","))
-    except ValueError:
-        return fail(f"--batches must be comma-separated integers, got {args.batches!r}")
-    if not batches or min(batches) < 1 or args.warmup < 1:
+        batches = tuple(comma_list(args.batches, "--batches", int))
+    except ValueError as e:
+        return fail(str(e))
+    if min(batches) < 1 or args.warmup < 1:
         return fail(f"--batches must be >= 1 and --warmup >= 1, got {args.batches!r} and {args.warmup}")
     bad_device = device_option_error(None if args.device == "auto" else args.device)
     if bad_device:

@@ -397,6 +397,7 @@ REFUSALS = [
     ("benchmarks.learning", ["--methods", "ddp,ddp", "--results", "{dir}/r"], "ddp given more than once"),
     ("prunex.bench.collectives", ["--levels", ",", "--out", "{dir}/c/c.parquet"], "--levels ',': no value given"),
     ("prunex.bench.collectives", ["--ops", "nosuch", "--out", "{dir}/c/c.parquet"], "unknown level/op ['nosuch']"),
+    ("prunex.bench.inference", ["--model", "resnet20", "--out", "{dir}", "--batches", "1,1"], "1 given more than once"),
 ]
 
 
