@@ -200,6 +200,7 @@ def test_the_masked_control_trains_another_runs_mask_and_keeps_it_zero(data_root
     source.mkdir(parents=True)
     rows = [{"layer": "layer1.0.conv2.weight", "out_keep": "1" * 16, "in_keep": "10" * 8, "density": 0.5}]
     pd.DataFrame(rows).to_parquet(source / "final_masks.parquet")
+    (source / "DONE").write_text("")  # a finished run: what `--mask-from` names (prunex.cluster.preflight.check_start)
     argv = [
         sys.executable, "-m", "prunex.run", "--method", "local_sgd_epoch_on_mask", "--mask-from", "hs",
         "--nodes", "2", "--procs-per-node", "1", "--executor", "local", "--dataset", "digits",

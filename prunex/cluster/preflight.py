@@ -13,6 +13,7 @@ folder, its `--out` table) can be written, so that nothing measured is lost at t
 from __future__ import annotations
 
 import errno
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -21,7 +22,7 @@ from prunex.cluster.rundir import link_run, run_dir_for
 from prunex.methods.registry import method_info
 from prunex.startup import collector_paused, started_as_command
 from prunex.training.config import ConfigError, RunConfig
-from prunex.training.log import DONE
+from prunex.training.log import DONE, FINAL_MASKS
 
 
 def check_iterations(config: RunConfig, sizes: dict[tuple[str, str, int], int] | None = None) -> None:
@@ -72,19 +73,46 @@ def check_layers(config: RunConfig, memo: dict | None = None) -> None:
 
 
 def check_start(config: RunConfig) -> None:
-    """`--init-from RUN` names a finished run of the same experiment: refused in one line otherwise, before
-    anything is made (experiments submit a run after the runs it depends on have finished)."""
-    if not config.init_from:
+    """The runs this one reads when it starts (`RunConfig.depends_on`) are finished runs of the same experiment that
+    hold what it reads: `--init-from RUN` a final model (its checksum verified) of this run's model, `--flops-from
+    RUN` its export (`export.json`), `--mask-from RUN` its final mask (`final_masks.parquet`) of this run's model.
+    Refused in one line otherwise, before anything is made (experiments submit a run after the runs it depends on
+    have finished): each of these used to fail in the job, after the launch (a start of another model in
+    `load_state_dict`, a run exported or masked by nothing in `prunex.methods.prune_finetune`)."""
+    if not config.depends_on:
         return
-    from prunex.pruning.export import ExportError, verify_checksum  # torch.export and the channel graph: only here
+    from prunex.pruning.export import EXPORT_JSON, ExportError, verify_checksum  # torch.export: only here
 
-    start = Path(config.results).resolve() / config.experiment / config.init_from
-    if not (start / DONE).exists():
-        raise ConfigError(f"--init-from {config.init_from}: {start} is not a finished run (no DONE)")
+    pf = config.prune_finetune if "prune_finetune" in method_info(config.method).reads else None
+    reads = [
+        ("--init-from", config.init_from, "final_model.pt", "", True),
+        ("--flops-from", pf.flops_from if pf else "", EXPORT_JSON, "it ran without --export", False),
+        ("--mask-from", pf.mask_from if pf else "", FINAL_MASKS, "a run that prunes nothing has none", True),
+    ]
+    for option, name, needed, why, same_model in reads:
+        if not name:
+            continue
+        run = Path(config.results).resolve() / config.experiment / name
+        if not (run / DONE).exists():
+            raise ConfigError(f"{option} {name}: {run} is not a finished run (no DONE)")
+        model = _model_of(run)
+        if same_model and model is not None and model != config.model:
+            raise ConfigError(f"{option} {name}: a run of {model}, where this run trains {config.model}")
+        if not (run / needed).exists():
+            raise ConfigError(f"{option} {name}: {run} has no {needed}{f': {why}' if why else ''}")
+    if config.init_from:
+        try:
+            verify_checksum(Path(config.results).resolve() / config.experiment / config.init_from / "final_model.pt")
+        except ExportError as e:
+            raise ConfigError(f"--init-from {config.init_from}: {e}") from None
+
+
+def _model_of(run: Path) -> str | None:
+    """The model a run trained (its `config.json`), or None where that cannot be read."""
     try:
-        verify_checksum(start / "final_model.pt")
-    except ExportError as e:
-        raise ConfigError(f"--init-from {config.init_from}: {e}") from None
+        return json.loads((run / "config.json").read_text()).get("model")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def check_writable(path: str | Path, option: str, folder: bool = True) -> None:

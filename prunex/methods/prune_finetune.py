@@ -30,6 +30,7 @@ from prunex.methods.base import Context
 from prunex.methods.ddp import DDP
 from prunex.pruning import GroupMask
 from prunex.pruning.oneshot import apply_masks, flops_fraction, prune_to_flops
+from prunex.training.log import FINAL_MASKS
 
 
 def _run_dir(ctx: Context, name: str) -> Path:
@@ -55,7 +56,7 @@ def masks_from(ctx: Context, run: str) -> dict[str, torch.Tensor]:
     """`run`'s final mask (``final_masks.parquet``: layer, out_keep, in_keep as 0/1 strings) as element masks of
     `ctx.model`'s weights: filter x input channel, every kernel position of a kept pair kept. A run that pruned
     kernel shapes too (``admm.shape_keep`` < 1) is refused: its table does not record them."""
-    path = _run_dir(ctx, run) / "final_masks.parquet"
+    path = _run_dir(ctx, run) / FINAL_MASKS
     config = path.with_name("config.json")
     shape_keep = json.loads(config.read_text()).get("admm", {}).get("shape_keep", 1.0) if config.exists() else 1.0
     if shape_keep < 1:

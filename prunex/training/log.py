@@ -93,6 +93,8 @@ RANK_STEP_COLUMNS = ["iteration", "rank", "epoch", "wall_s", "train_loss", "test
 DONE = "DONE"
 # training finished, its `--export` not yet (`prunex.training.export_step`: the export job marks the run DONE)
 TRAINED = "TRAINED"
+# a pruning run's final mask (the `final_masks` table: layer, out_keep, in_keep, density), which `--mask-from` reads
+FINAL_MASKS = "final_masks.parquet"
 
 
 class LogError(RuntimeError):

@@ -255,6 +255,32 @@ def test_a_value_that_failed_after_launch_is_refused_before(
     fault_report(what, elapsed, line, "nothing")
 
 
+def test_a_run_read_at_the_start_must_hold_what_is_read_of_it(data_root: Path, tmp_path: Path, capsys) -> None:
+    """Review (2026-12-07): a start of another model, or a `--flops-from` / `--mask-from` run with no export or
+    mask, launched the run, which then failed in its job (rank 0: a `load_state_dict` error; prune_finetune: no
+    achieved FLOPs / no final mask). `prunex.cluster.preflight.check_start` now refuses each in one line, before
+    anything is made. `start` is a finished run of resnet20 as a DDP run leaves it: no export, no mask."""
+    results = tmp_path / "r"
+    start = results / "adhoc" / "start"
+    start.mkdir(parents=True)
+    (start / "DONE").write_text("")
+    (start / "config.json").write_text(json.dumps({"method": "ddp", "model": "resnet20"}))
+    (start / "final_model.pt").write_bytes(b"")  # refused before its checksum is read
+    ptf = ["--method", "prune_finetune", "--init-from", "start"]
+    cases = [
+        (["--method", "hsadmm", "--model", "resnet18", "--init-from", "start"], "--init-from start: a run of resnet20"),
+        ([*ptf, "--flops-from", "start"], f"--flops-from start: {start} has no export.json: it ran without --export"),
+        ([*ptf, "--mask-from", "start"], f"--mask-from start: {start} has no final_masks.parquet: a run that prunes"),
+        ([*ptf, "--mask-from", "hs"], f"--mask-from hs: {results / 'adhoc' / 'hs'} is not a finished run (no DONE)"),
+    ]
+    for argv, message in cases:
+        full = [*argv, "--data-root", str(data_root), "--executor", "debug", "--results", str(results)]
+        rc, line, _ = _main(run_main, full, capsys)
+        assert rc == 2 and line.startswith(f"error: {message}"), line
+        assert sorted(p.name for p in results.iterdir()) == ["adhoc"], "a run directory was made"
+        assert sorted(p.name for p in (results / "adhoc").iterdir()) == ["start"]
+
+
 # A benchmark writes its table once every run has ended (benchmarks.pruned: an hour and more), the figures their files
 # one by one: an output the command could not write is refused before it runs, in one line naming the option, and
 # nothing is made. `{file}` is an existing file (a folder under it cannot be made, even by root), `{dir}` an existing
