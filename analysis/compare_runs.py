@@ -54,7 +54,9 @@ def training_key(run: Path) -> str:
 def _runs(root: Path) -> list[Path]:
     runs = sorted(p for p in root.iterdir() if (p / "config.json").exists()) if root.is_dir() else []
     if not runs:
-        raise CompareError(f"{root}: no run directories (each with a config.json)")
+        inside = root / "runs"  # a results directory given for its runs/ folder: say where they are
+        hint = f"; {inside} holds a results directory's runs" if any(inside.glob("*/config.json")) else ""
+        raise CompareError(f"{root}: no run directories (each with a config.json){hint}")
     return runs
 
 

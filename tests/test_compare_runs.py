@@ -61,6 +61,10 @@ def test_a_run_without_partner_or_log_is_refused_in_one_line(tmp_path: Path, cap
     with pytest.raises(CompareError, match="not a finished run"):
         compare(new, saved)
     assert main([str(tmp_path / "missing"), str(saved)]) == 2
+    # a results directory given for its runs/ (2026-12-07): the line says where its runs are
+    _run(tmp_path / "results" / "runs", "a-4", [2.5], [0.5], lr=0.3)
+    with pytest.raises(CompareError, match=f"; {tmp_path / 'results' / 'runs'} holds a results directory's runs$"):
+        compare(tmp_path / "results", saved)
 
 
 def test_a_field_added_after_a_saved_run_pairs_at_its_default(tmp_path: Path) -> None:
