@@ -85,8 +85,10 @@ POOL_MODULES = {
 # The longest groups first, longest first, so that no worker starts a long one at the end while the others idle;
 # pytest's order otherwise. Under pytest-xdist this order is the collection's only: its LoadScopeScheduling queues the
 # scopes by their number of tests (`--loadscope-reorder`, on by default), so a worker takes the groups of many tests
-# first (2026-12-07: test_faults.py started at 274 s of a 570 s suite). Queued in this order instead
-# (`config.option.loadscopereorder = False` in `pytest_xdist_make_scheduler`), the same suite took 618 s of pytest
+# first (2026-12-07: test_faults.py started at 274 s of a 570 s suite). Queued longest first instead
+# (`config.option.loadscopereorder = False` in `pytest_xdist_make_scheduler`, this list reordered by that suite's
+# group times: minicluster, test_faults, test_export, test_golden_runs, pool, test_experiments, test_resume,
+# test_methods_of_your_own, test_analysis, test_run_all, test_interrupts), the same suite took 618 s of pytest
 # against 588 s, one run each on the 2-core Zen 3 VM: the groups' times depend on what runs beside them (the mini
 # cluster's took 365 s instead of 440, test_resume 201 instead of 89), so it was left as it is. Seconds each group
 # took in a suite on two workers (`--durations=0`, 2-core AMD EPYC, 2026-11-26): minicluster 365, test_faults 121,
