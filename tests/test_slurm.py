@@ -7,6 +7,7 @@ file, perf model, profile): `PRUNEX_UPDATE_GOLDEN=1 pytest tests/test_slurm.py -
 review the diff.
 """
 
+import dataclasses
 import importlib
 import json
 import os
@@ -221,6 +222,28 @@ def test_slurm_limits_out_of_range_are_refused_before_anything() -> None:
         check_submission(
             RunConfig(method="ddp", executor="slurm", device="cuda"), SlurmOptions(account="a", gpus_per_node=0)
         )
+
+
+@pytest.mark.parametrize(
+    ("options", "given"),
+    [({"gres": "gpu:v100:2"}, "--gres gpu:v100:2"), ({"gpus_per_node": 2}, "--gpus-per-node 2"), ({"gres": "gpu"}, "")],
+)
+def test_fewer_gpus_on_a_node_than_its_cuda_tasks_are_refused(options: dict, given: str) -> None:
+    """Review (2026-12-07): `--gres gpu:v100:2` for 4 tasks per node went out; every rank then stopped in the job
+    (`prunex.training.device.cuda_index`: 4 processes but 2 GPUs visible to each). A GPU per task is checked before."""
+    config = RunConfig(method="ddp", executor="slurm", device="cuda", nodes=2, procs_per_node=4)
+    with pytest.raises(ConfigError, match=f"^{given}.* GPU\\(s\\) for its 4 tasks on cuda, and each task needs one"):
+        check_submission(config, SlurmOptions(account="a", **options))
+    for fine in (
+        {"gres": "gpu:v100:4"},
+        {"gpus_per_node": 4},
+        {"gres": "gpu:v100:2", "sbatch": (("gpus-per-task", "1"),)},
+    ):
+        try:
+            check_submission(config, SlurmOptions(account="a", **fine))
+        except ConfigError as e:  # this host's torch or Python may be refused; not for its GPUs per node
+            assert "tasks on cuda" not in str(e), (fine, e)
+    check_submission(dataclasses.replace(config, device="cpu"), SlurmOptions(account="a", gres="gpu:v100:2"))
 
 
 def _fake_sbatch(folder: Path) -> Path:

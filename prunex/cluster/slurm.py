@@ -23,7 +23,9 @@ export job after training (`prunex.training.export_step`): one node, one task, o
 Refusals (`check_submission`, one line each, `ConfigError`): no `--account` on a real Slurm (the
 mini cluster is not one: `PRUNEX_MINICLUSTER_DIR` says so); a Python or torch outside the supported
 range; `--device cuda` with a torch that has no kernels for the GPU (this host's, else the site's);
-`--device cuda` on the mini cluster, which has no GPUs. An `sbatch` that refuses the job is one line
+`--device cuda` on the mini cluster, which has no GPUs; `--gres` or `--gpus-per-node` with fewer GPUs per node
+than a cuda run has tasks (each task takes a GPU of its own), unless `--sbatch gpus-per-task=...` binds them.
+An `sbatch` that refuses the job is one line
 carrying Slurm's own message (`submission`, `SubmitError`).
 """
 
@@ -274,6 +276,19 @@ def executor_parameters(
     return params
 
 
+def gpus_per_node_asked(slurm: SlurmOptions) -> int | None:
+    """The GPUs per node that `--gres` (its `gpu[:TYPE][:N]` entry; N defaults to 1) or else `--gpus-per-node` asks
+    for; None where neither says (the site's gres for one GPU per task is used) or the gres names no GPU count."""
+    if not slurm.gres:
+        return slurm.gpus_per_node
+    for part in slurm.gres.split(","):
+        m = re.fullmatch(r"gpu(?::([^:]+))?(?::(\d+))?", part.strip())
+        if m:
+            count = m.group(2) or (m.group(1) if m.group(1) and m.group(1).isdigit() else None)
+            return int(count) if count else 1
+    return None
+
+
 # ----------------------------------------------------------------------------------- refusals
 def check_submission(config: RunConfig, slurm: SlurmOptions | None = None) -> None:
     """Refuse, in one line, a Slurm run that cannot work, before anything is submitted (module docstring)."""
@@ -289,6 +304,16 @@ def check_submission(config: RunConfig, slurm: SlurmOptions | None = None) -> No
     if config.device == "cuda" and slurm.gpus_per_node == 0 and not slurm.gres:
         raise ConfigError(
             "--gpus-per-node 0 asks for no GPU, and the run is on cuda: give the GPUs per node, or --device cpu"
+        )
+    # Fewer GPUs on a node than tasks: every task sees the node's GPUs and takes the one of its local rank, so the
+    # job started and each rank stopped (`prunex.training.device.cuda_index`). Not where sbatch binds a GPU per task.
+    asked = gpus_per_node_asked(slurm)
+    bound = any(key in ("gpus-per-task", "gpus_per_task") for key, _ in slurm.sbatch)
+    if config.device == "cuda" and asked is not None and 0 < asked < config.procs_per_node and not bound:
+        given = f"--gres {slurm.gres}" if slurm.gres else f"--gpus-per-node {slurm.gpus_per_node}"
+        raise ConfigError(
+            f"{given} gives a node {asked} GPU(s) for its {config.procs_per_node} tasks on cuda, and each task needs "
+            f"one of its own: ask for {config.procs_per_node} per node, or run {asked} tasks per node"
         )
     try:
         check_this_torch()  # submitit runs the job with this same Python
