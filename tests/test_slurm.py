@@ -218,6 +218,10 @@ def test_slurm_limits_out_of_range_are_refused_before_anything() -> None:
         SlurmOptions(cpus_per_task=-3)
     with pytest.raises(ConfigError, match="--gpus-per-node must be >= 0"):
         SlurmOptions(gpus_per_node=-1)
+    for mem in ("lots", "320 G", "-1G", "1.5G", ""):  # 2026-12-07: passed on to sbatch, which refused the job
+        with pytest.raises(ConfigError, match="a size as sbatch takes it"):
+            SlurmOptions(mem=mem)
+    assert [SlurmOptions(mem=m).mem for m in ("320G", "64000", "1t")] == ["320G", "64000", "1t"]
     with pytest.raises(ConfigError, match="asks for no GPU"):
         check_submission(
             RunConfig(method="ddp", executor="slurm", device="cuda"), SlurmOptions(account="a", gpus_per_node=0)

@@ -98,6 +98,8 @@ class SlurmOptions:
             raise ConfigError(f"--cpus-per-task must be >= 1, got {self.cpus_per_task}")
         if self.gpus_per_node is not None and self.gpus_per_node < 0:  # 0: none, for runs on the CPU
             raise ConfigError(f"--gpus-per-node must be >= 0, got {self.gpus_per_node}")
+        if self.mem is not None and not re.fullmatch(r"\d+[KMGTkmgt]?", self.mem):  # sbatch refused it at submission
+            raise ConfigError(f"--mem {self.mem!r}: a size as sbatch takes it, such as 320G, 1T or 64000 (megabytes)")
         for key, _ in self.sbatch:
             if not _SBATCH_KEY.match(key):
                 raise ConfigError(f"--sbatch {key!r}: an sbatch option name such as qos or mail-type")
