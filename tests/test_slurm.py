@@ -228,6 +228,28 @@ def test_slurm_limits_out_of_range_are_refused_before_anything() -> None:
         )
 
 
+def test_more_than_the_sites_nodes_hold_is_refused_before_the_queue() -> None:
+    """Review (2026-12-07): clusters/sites/puhti.json says its nodes have 4 GPUs and its partition takes 20 nodes a job;
+    8 tasks per node (gres gpu:v100:8) or 32 nodes went out to sbatch, to be refused or to pend for ever."""
+    site = load_site("puhti")
+    slurm = SlurmOptions(site=site, account="a")
+    run = RunConfig(method="ddp", executor="slurm", device="cuda", dataset="cifar10", model="resnet18")
+    with pytest.raises(ConfigError, match="^8 tasks per node on cuda, and site puhti's nodes have 4 GPUs"):
+        check_submission(dataclasses.replace(run, nodes=2, procs_per_node=8), slurm)
+    with pytest.raises(ConfigError, match="^32 nodes: site puhti's partition gpu takes at most 20 per job"):
+        check_submission(dataclasses.replace(run, nodes=32, procs_per_node=4), slurm)
+    # another partition, given by name, has limits the site file does not hold; and on the CPU no GPU is asked for
+    for config, options in (
+        (dataclasses.replace(run, nodes=32, procs_per_node=4), SlurmOptions(site=site, account="a", partition="big")),
+        (dataclasses.replace(run, nodes=2, procs_per_node=8, device="cpu"), slurm),
+        (dataclasses.replace(run, nodes=20, procs_per_node=4), slurm),
+    ):
+        try:
+            check_submission(config, options)
+        except ConfigError as e:  # this host's torch has no V100 kernels (sm_70): refused for that, not the site
+            assert "sm_70" in str(e), e
+
+
 @pytest.mark.parametrize(
     ("options", "given"),
     [({"gres": "gpu:v100:2"}, "--gres gpu:v100:2"), ({"gpus_per_node": 2}, "--gpus-per-node 2"), ({"gres": "gpu"}, "")],

@@ -24,7 +24,9 @@ Refusals (`check_submission`, one line each, `ConfigError`): no `--account` on a
 mini cluster is not one: `PRUNEX_MINICLUSTER_DIR` says so); a Python or torch outside the supported
 range; `--device cuda` with a torch that has no kernels for the GPU (this host's, else the site's);
 `--device cuda` on the mini cluster, which has no GPUs; `--gres` or `--gpus-per-node` with fewer GPUs per node
-than a cuda run has tasks (each task takes a GPU of its own), unless `--sbatch gpus-per-task=...` binds them.
+than a cuda run has tasks (each task takes a GPU of its own), unless `--sbatch gpus-per-task=...` binds them; more
+cuda tasks per node than the site's nodes have GPUs, or more nodes than the site's partition takes (its
+`gpus_per_node`, `max_nodes`).
 An `sbatch` that refuses the job is one line
 carrying Slurm's own message (`submission`, `SubmitError`).
 """
@@ -306,6 +308,25 @@ def check_submission(config: RunConfig, slurm: SlurmOptions | None = None) -> No
     if config.device == "cuda" and slurm.gpus_per_node == 0 and not slurm.gres:
         raise ConfigError(
             "--gpus-per-node 0 asks for no GPU, and the run is on cuda: give the GPUs per node, or --device cpu"
+        )
+    # What the site's nodes and partition hold (clusters/sites/NAME.json): more would pend for ever or be refused by
+    # sbatch after the queue's wait (a node of 8 tasks asks for gpu:v100:8 on nodes of 4 GPUs)
+    site = slurm.site
+    if site is not None and config.device == "cuda" and site.gpus_per_node and not slurm.gres:
+        if config.procs_per_node > site.gpus_per_node and slurm.gpus_per_node is None:
+            raise ConfigError(
+                f"{config.procs_per_node} tasks per node on cuda, and site {site.name}'s nodes have "
+                f"{site.gpus_per_node} GPUs: each task needs one of its own; run at most {site.gpus_per_node} per node"
+            )
+    if (
+        site is not None
+        and site.max_nodes
+        and config.nodes > site.max_nodes
+        and slurm.partition in (None, site.partition)
+    ):
+        raise ConfigError(
+            f"{config.nodes} nodes: site {site.name}'s partition {site.partition} takes at most {site.max_nodes} per "
+            "job (its file in clusters/sites/); run on fewer nodes, or name another partition with --partition"
         )
     # Fewer GPUs on a node than tasks: every task sees the node's GPUs and takes the one of its local rank, so the
     # job started and each rank stopped (`prunex.training.device.cuda_index`). Not where sbatch binds a GPU per task.
