@@ -26,9 +26,8 @@ range; `--device cuda` with a torch that has no kernels for the GPU (this host's
 `--device cuda` on the mini cluster, which has no GPUs; `--gres` or `--gpus-per-node` with fewer GPUs per node
 than a cuda run has tasks (each task takes a GPU of its own), unless `--sbatch gpus-per-task=...` binds them; more
 cuda tasks per node than the site's nodes have GPUs, or more nodes than the site's partition takes (its
-`gpus_per_node`, `max_nodes`).
-An `sbatch` that refuses the job is one line
-carrying Slurm's own message (`submission`, `SubmitError`).
+`gpus_per_node`, `max_nodes`). An `sbatch` that refuses the job is one line carrying Slurm's own message
+(`submission`, `SubmitError`).
 """
 
 from __future__ import annotations
