@@ -125,6 +125,12 @@ def resolve(
     the profile's), with a run of each of `with_methods` beside each DDP run (module docstring)."""
     overrides = {"results": results, **({"device": device} if device else {})}
     p = profile(profile_name, executor, regime_of(profile_name, results))
+    if device == "cuda" and p.link.model == "alpha-beta":  # RunConfig's own line names an option these lack
+        raise ConfigError(
+            f"--device cuda: profile {profile_name} on the {p.executor} executor emulates its inter-node link with the "
+            "alpha-beta model, which is for CPU runs; run it with --device cpu, or on GPUs with --executor slurm "
+            "(the cluster's own links)"
+        )
     configs = [dataclasses.replace(c, **overrides) for c in runs_fn(p)]
     configs += beside_ddp(name, configs, with_methods)
     names = [c.name for c in configs]

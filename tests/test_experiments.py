@@ -110,6 +110,24 @@ def test_the_debug_executor_is_refused_for_a_profile_of_several_processes(
     assert smoke and all(c.executor == "debug" and c.world_size == 1 for c in smoke)
 
 
+def test_cuda_on_a_profile_with_emulated_links_names_what_to_do(tmp_path: Path, capsys) -> None:
+    """Review (2026-12-07): `--profile local --device cuda` (local executor) was refused with RunConfig's advice to
+    use `--link-model none`, an option the experiments do not have."""
+    runs = importlib.import_module("experiments.volume").runs
+    argv = ["--profile", "local", "--device", "cuda", "--results", str(tmp_path / "r"), "--dry-run"]
+    assert cli.main("volume", runs, None, argv) == 2
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert err == (
+        "error: --device cuda: profile local on the local executor emulates its inter-node link with the alpha-beta "
+        "model, which is for CPU runs; run it with --device cpu, or on GPUs with --executor slurm (the cluster's own "
+        "links)"
+    )
+    assert [c.device for c in cli.resolve("volume", runs, "local", "slurm", str(tmp_path), device="cuda")] == [
+        "cuda",
+        "cuda",
+    ]
+
+
 @pytest.mark.slow
 def test_whole_smoke_profile_end_to_end(data_root: Path, tmp_path: Path) -> None:
     results = tmp_path / "smoke"
