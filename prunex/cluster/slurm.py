@@ -311,12 +311,12 @@ def check_submission(config: RunConfig, slurm: SlurmOptions | None = None) -> No
     # What the site's nodes and partition hold (clusters/sites/NAME.json): more would pend for ever or be refused by
     # sbatch after the queue's wait (a node of 8 tasks asks for gpu:v100:8 on nodes of 4 GPUs)
     site = slurm.site
-    if site is not None and config.device == "cuda" and site.gpus_per_node and not slurm.gres:
-        if config.procs_per_node > site.gpus_per_node and slurm.gpus_per_node is None:
-            raise ConfigError(
-                f"{config.procs_per_node} tasks per node on cuda, and site {site.name}'s nodes have "
-                f"{site.gpus_per_node} GPUs: each task needs one of its own; run at most {site.gpus_per_node} per node"
-            )
+    site_gres = site is not None and site.gpus_per_node and not slurm.gres and slurm.gpus_per_node is None
+    if site_gres and config.device == "cuda" and config.procs_per_node > site.gpus_per_node:
+        raise ConfigError(
+            f"{config.procs_per_node} tasks per node on cuda, and site {site.name}'s nodes have "
+            f"{site.gpus_per_node} GPUs: each task needs one of its own; run at most {site.gpus_per_node} per node"
+        )
     if (
         site is not None
         and site.max_nodes
