@@ -60,7 +60,7 @@ from prunex.cluster.launch import (
 )
 from prunex.cluster.lock import LockHeld, results_lock
 from prunex.cluster.options import add_config_options
-from prunex.cluster.preflight import preflight
+from prunex.cluster.preflight import check_start, preflight
 from prunex.cluster.regime import REGIME_ENV, REGIME_FILE
 from prunex.cluster.regime import read as read_regime
 from prunex.cluster.rundir import run_dir_for
@@ -266,6 +266,17 @@ def waves(configs: list[RunConfig], named: list[RunConfig] | None = None) -> lis
     return out
 
 
+def check_outside(configs: list[RunConfig]) -> None:
+    """The runs that a run of `configs` reads at its start and that are not among `configs` (left out by `--only`)
+    are finished and hold what it reads (`preflight.check_start`): refused before the results lock or any run
+    directory is made. (Before, `--only 'ptf*'` made the run's directory and link, then refused at its launch.)"""
+    selected = {(c.experiment, c.name) for c in configs}
+    for c in configs:
+        outside = {d for d in c.depends_on if (c.experiment, d) not in selected}
+        if outside:
+            check_start(c, outside)
+
+
 def execute(
     configs: list[RunConfig], slurm: SlurmOptions, *, echo: bool = True, detach: bool = False, serial: bool = False
 ) -> list[tuple[str, str]]:
@@ -347,6 +358,10 @@ def run_experiments(
     if args.detach and any(c.executor != "slurm" for c in configs):
         print("error: --detach leaves Slurm jobs running; a local or debug job ends with its launcher", file=sys.stderr)
         return 2
+    try:
+        check_outside(configs)
+    except ConfigError as e:
+        return refuse(e, {ConfigError: 2})
     failures: list[tuple[str, str]] = []
     try:
         with interruptible():

@@ -16,6 +16,7 @@ import errno
 import json
 import os
 import tempfile
+from collections.abc import Collection
 from pathlib import Path
 
 from prunex.cluster.rundir import link_run, run_dir_for
@@ -72,13 +73,14 @@ def check_layers(config: RunConfig, memo: dict | None = None) -> None:
     memo[(config.model, glob)] = True
 
 
-def check_start(config: RunConfig) -> None:
+def check_start(config: RunConfig, names: Collection[str] | None = None) -> None:
     """The runs this one reads when it starts (`RunConfig.depends_on`) are finished runs of the same experiment that
     hold what it reads: `--init-from RUN` a final model (its checksum verified) of this run's model, `--flops-from
     RUN` its export (`export.json`), `--mask-from RUN` its final mask (`final_masks.parquet`) of this run's model.
     Refused in one line otherwise, before anything is made (experiments submit a run after the runs it depends on
     have finished): each of these used to fail in the job, after the launch (a start of another model in
-    `load_state_dict`, a run exported or masked by nothing in `prunex.methods.prune_finetune`)."""
+    `load_state_dict`, a run exported or masked by nothing in `prunex.methods.prune_finetune`). `names`: check only
+    these of its runs (an experiment's driver, before anything is made, checks those it does not run itself)."""
     if not config.depends_on:
         return
     from prunex.pruning.export import EXPORT_JSON, ExportError, verify_checksum  # torch.export: only here
@@ -90,7 +92,7 @@ def check_start(config: RunConfig) -> None:
         ("--mask-from", pf.mask_from if pf else "", FINAL_MASKS, "a run that prunes nothing has none", True),
     ]
     for option, name, needed, why, same_model in reads:
-        if not name:
+        if not name or (names is not None and name not in names):
             continue
         run = Path(config.results).resolve() / config.experiment / name
         if not (run / DONE).exists():
@@ -100,7 +102,7 @@ def check_start(config: RunConfig) -> None:
             raise ConfigError(f"{option} {name}: a run of {model}, where this run trains {config.model}")
         if not (run / needed).exists():
             raise ConfigError(f"{option} {name}: {run} has no {needed}{f': {why}' if why else ''}")
-    if config.init_from:
+    if config.init_from and (names is None or config.init_from in names):
         try:
             verify_checksum(Path(config.results).resolve() / config.experiment / config.init_from / "final_model.pt")
         except ExportError as e:

@@ -210,6 +210,26 @@ def test_an_only_glob_that_matches_no_run_is_one_line(tmp_path: Path, capsys, fa
     ]
 
 
+def test_an_only_glob_that_leaves_out_a_runs_start_is_refused_before_anything_is_made(
+    tmp_path: Path, capsys, fault_report
+) -> None:
+    """`--only 'ptf*'` selects prune-then-finetune without the DDP start it is initialised from: it made the
+    results directory, the run's directory and its link, then refused at the launch (2026-12-08)."""
+    from experiments import cli, pareto
+
+    results = tmp_path / "r"
+    argv = ["--profile", "smoke", "--executor", "local", "--results", str(results), "--only", "ptf*"]
+    rc, line, elapsed = _main(lambda a: cli.main("pareto", pareto.runs, None, a), argv, capsys)
+    assert rc == 2 and line.startswith("error: --init-from start-resnet20-s0: "), line
+    assert line.endswith("is not a finished run (no DONE)") and not results.exists(), line
+    fault_report("--only 'ptf*' (experiments.pareto, smoke; its start not run)", elapsed, line, "nothing")
+    # with the runs it reads selected too, the driver runs those first: nothing outside the selection is checked
+    configs = cli.resolve("pareto", pareto.runs, "smoke", "local", str(results), only="[psh]*")
+    assert [c.name for c in configs if c.method == "ddp"] == ["start-resnet20-s0"]  # the dense run left out
+    cli.check_outside(configs)
+    assert not results.exists()
+
+
 def test_a_skip_glob_that_matches_no_experiment_is_one_line(tmp_path: Path, capsys, fault_report) -> None:
     """`experiments.all --skip` with a mistyped name skipped nothing: the experiment meant to be left out ran."""
     from experiments import all as all_experiments
