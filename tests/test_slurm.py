@@ -11,6 +11,7 @@ import dataclasses
 import importlib
 import json
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -198,6 +199,78 @@ def test_torch_without_kernels_for_the_sites_gpu_is_refused(real_slurm_env, data
         pytest.skip("this torch or host decides the arch check itself; tests/test_compat.py fakes it")
     with pytest.raises(ConfigError, match="none of which runs on puhti's Tesla V100"):
         check_submission(config, SlurmOptions(site=site, account="a"))
+
+
+@pytest.mark.parametrize(
+    ("visible", "topology", "export", "refused"),
+    [
+        (0, (1, 1), False, "runs 1 process(es) on this machine, where torch"),
+        (1, (1, 2), False, "runs 2 process(es) on this machine, where torch"),
+        (1, (2, 2), False, "runs 4 process(es) on this machine, where torch"),
+        (1, (1, 2), True, ""),  # its export job: one process
+        (2, (1, 2), False, ""),
+        (4, (2, 2), False, ""),
+    ],
+)
+def test_a_local_cuda_run_this_machine_cannot_place_is_refused_before_its_launch(
+    visible: int, topology: tuple[int, int], export: bool, refused: str, monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    """Review (2026-12-08): `--device cuda` on the local or debug executor, on a machine with fewer GPUs than the
+    job's processes, was launched, made its run directory, and every rank stopped at start. What torch reports of
+    this machine's GPUs is set here (`torch.cuda.is_available`, `device_count`): the rule, on any host."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: visible > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: visible)
+    nodes, per_node = topology
+    for executor in ("local", "debug") if topology == (1, 1) else ("local",):
+        config = RunConfig(
+            method="ddp", executor=executor, device="cuda", nodes=nodes, procs_per_node=per_node, results=str(tmp_path)
+        )
+        if refused:
+            with pytest.raises(
+                ConfigError, match="^" + re.escape(f"--device cuda on the {executor} executor {refused}")
+            ) as e:
+                check_submission(config, export=export)
+            assert str(e.value).endswith(
+                "each needs a GPU of its own: run with --device cpu, or on a cluster with --executor slurm"
+            )
+            assert ("sees no CUDA GPU" if visible == 0 else f"sees {visible} GPU(s)") in str(e.value)
+        else:
+            check_submission(config, export=export)
+        check_submission(dataclasses.replace(config, device="cpu"))  # the CPU needs none
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_trained_local_cuda_run_needs_a_gpu_for_its_export_job_only(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A run of 2 processes that trained elsewhere (TRAINED) goes on with its export job of one process: one GPU."""
+    import torch
+
+    from prunex.cluster.rundir import run_dir_for
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    config = RunConfig(method="ddp", executor="local", device="cuda", procs_per_node=2, results=str(tmp_path))
+    with pytest.raises(ConfigError, match="runs 2 process"):  # its training job: 2
+        check_submission(config)
+    run_dir_for(config).mkdir(parents=True)
+    (run_dir_for(config) / "TRAINED").write_text("")
+    check_submission(config)
+
+
+def test_a_local_cuda_run_on_a_cpu_host_makes_nothing(data_root: Path, tmp_path: Path, capsys) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this host has a GPU; the rule itself is tested on any host above")
+    results = tmp_path / "r"
+    argv = ["--method", "ddp", "--device", "cuda", "--data-root", str(data_root), "--results", str(results)]
+    assert prunex_run.main(argv) == 2
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert err.startswith("error: --device cuda on the local executor runs 1 process(es) on this machine"), err
+    assert not results.exists()
 
 
 def test_cuda_on_the_mini_cluster_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

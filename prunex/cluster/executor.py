@@ -46,7 +46,7 @@ def make_executor(
     mini cluster (no GPUs) GPU requests are dropped with a visible note, so the `paper` profile's Slurm
     parameters resolve there too. The local executor is `prunex.cluster.jobs.LocalGroupExecutor`: the job is a
     process group that dies with its launcher. `export`: the executor of the run's export job."""
-    check_submission(config, slurm)
+    check_submission(config, slurm, export=export)
     params, notes = submitit_parameters(config, slurm, export=export)
     if config.executor == "local":
         executor: submitit.Executor = jobs.LocalGroupExecutor(folder=str(folder))

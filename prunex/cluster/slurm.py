@@ -44,9 +44,11 @@ from typing import Any
 
 from prunex.cluster.compat import UnsupportedEnvironment, check_cuda_arch, check_this_torch
 from prunex.cluster.estimate import EstimateError, RunEstimate, estimate_export, estimate_run
+from prunex.cluster.rundir import run_dir_for
 from prunex.cluster.sites import Site, load_site
 from prunex.perfmodel.calibrate import CalibrationError
 from prunex.training.config import DEVICE_NAMES, ConfigError, RunConfig
+from prunex.training.log import TRAINED
 
 DEFAULT_TIME_MIN = 60  # without --time-min and without a site's cluster file to estimate from
 _SBATCH_KEY = re.compile(r"^[a-z][a-z0-9_-]*$")
@@ -293,10 +295,14 @@ def gpus_per_node_asked(slurm: SlurmOptions) -> int | None:
 
 
 # ----------------------------------------------------------------------------------- refusals
-def check_submission(config: RunConfig, slurm: SlurmOptions | None = None) -> None:
-    """Refuse, in one line, a Slurm run that cannot work, before anything is submitted (module docstring)."""
-    if config.executor != "slurm":
-        return  # local and debug runs: every rank checks at start (prunex.training.device)
+def check_submission(config: RunConfig, slurm: SlurmOptions | None = None, *, export: bool = False) -> None:
+    """Refuse, in one line, a Slurm run that cannot work, before anything is submitted (module docstring); a local
+    or debug run on cuda that this machine cannot place (`check_local_gpus`). `export`: the run's export job."""
+    if config.executor != "slurm":  # local and debug runs: every rank checks at start (prunex.training.device)
+        if config.device == "cuda":  # ...on this machine, where what it sees can be checked now
+            trained = (run_dir_for(config) / TRAINED).exists()  # its next job is the export job of one task
+            check_local_gpus(config, 1 if export or trained else config.world_size)
+        return
     slurm = slurm or SlurmOptions()
     mini = on_minicluster()
     if not mini and not slurm.account:
@@ -345,6 +351,24 @@ def check_submission(config: RunConfig, slurm: SlurmOptions | None = None) -> No
             check_gpu_build(slurm.site)
     except UnsupportedEnvironment as e:
         raise ConfigError(str(e)) from None
+
+
+def check_local_gpus(config: RunConfig, tasks: int) -> None:
+    """A cuda job of `tasks` processes on the local or debug executor, which all run on this machine, each on a GPU
+    of its own (`prunex.training.device.cuda_index`; two ranks on one GPU are refused at start): this machine must
+    show each one. Before, the run was launched, made its directory, and each rank stopped at start."""
+    import torch  # only for a cuda run on this machine
+
+    shown = os.environ.get("CUDA_VISIBLE_DEVICES")
+    visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if visible < tasks:
+        where = "no CUDA GPU" if visible == 0 else f"{visible} GPU(s)"
+        raise ConfigError(
+            f"--device cuda on the {config.executor} executor runs {tasks} process(es) on this machine, "
+            f"where torch {torch.__version__} sees {where}"
+            + (f" (CUDA_VISIBLE_DEVICES={shown!r})" if shown is not None else "")
+            + "; each needs a GPU of its own: run with --device cpu, or on a cluster with --executor slurm"
+        )
 
 
 def check_gpu_build(site: Site | None) -> None:
