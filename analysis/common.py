@@ -48,7 +48,7 @@ from analysis import style  # selects the Agg backend before any figure exists
 from prunex.cluster.exits import one_line
 from prunex.cluster.preflight import check_writable
 from prunex.comm.waitfree import DEFINITION
-from prunex.training.config import OPERATIONAL, WHO_ASKED
+from prunex.training.config import OPERATIONAL, WHO_ASKED, ConfigError
 from prunex.training.log import (
     COMM_COLUMNS,
     COMM_LATER_COLUMNS,
@@ -446,7 +446,9 @@ def check_results(results: Path, experiments: Iterable[str]) -> int:
                 ) from None
             found += 1
     if not found:
-        raise InputError(f"no run logs under {results} (expected {results}/<experiment>/<run>/config.json); {fix}")
+        names = list(experiments)
+        where = results / (names[0] if len(names) == 1 else "<experiment>")
+        raise InputError(f"no run logs under {results} (expected {where}/<run>/config.json); {fix}")
     return found
 
 
@@ -683,11 +685,19 @@ def render(spec: FigureSpec, results: Path, out: Path) -> FigureResult:
 
 
 def cli(spec: FigureSpec, argv: list[str] | None = None) -> int:
-    """`python -m analysis.<module> --results DIR --out DIR`: 0 on success, 1 on a bad log file."""
+    """`python -m analysis.<module> --results DIR --out DIR`: 0 on success, 1 on a bad log file, 2 (one line,
+    nothing written) on `--results` that hold no run of the figure's experiment or an `--out` that cannot be written
+    (`check_inputs`). `analysis.all` draws a placeholder for an experiment that has not run; the one figure asked
+    for by name is refused instead, so that a mistyped `--results` does not overwrite it with a placeholder."""
     parser = argparse.ArgumentParser(prog=f"python -m analysis.{spec.name}", description=spec.title)
     parser.add_argument("--results", default="results", help="results directory (default: results)")
     parser.add_argument("--out", default="figures", help="output directory (default: figures)")
     args = parser.parse_args(argv)
+    try:
+        check_inputs(Path(args.results), Path(args.out), [spec.experiment])
+    except (InputError, ConfigError) as e:
+        print(f"error: {spec.name}: {one_line(e)}", file=sys.stderr)
+        return 2
     try:
         result = render(spec, Path(args.results), Path(args.out))
     except LogError as e:

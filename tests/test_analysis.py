@@ -316,6 +316,31 @@ def test_missing_experiment_gives_a_placeholder(tmp_path: Path) -> None:
     assert (table.set_index("claim_id").loc["breakdown_inter", "verdict"]) == report.NO_LOGS
 
 
+def test_one_figure_asked_for_by_name_refuses_results_without_its_experiment(tmp_path: Path, capsys) -> None:
+    """Review (2026-12-08): `python -m analysis.fig5a_time_to_accuracy --results TYPO` drew a placeholder over the
+    figure in `--out`, exit code 0. Refused now, one line, nothing written; `render` (analysis.all) still draws one."""
+    results, out = tmp_path / "results", tmp_path / "figures"
+    out.mkdir()
+    (out / "fig5a_time_to_accuracy.png").write_bytes(b"the figure drawn before")
+    write_run(results, "volume", "ddp", iterations=2)
+    spec = fig5a_time_to_accuracy.SPEC
+    for given, said in (
+        (tmp_path / "typo", f"results directory {tmp_path / 'typo'} does not exist"),
+        (results, f"no run logs under {results} (expected {results / 'time_to_accuracy'}/<run>/config.json)"),
+    ):
+        assert cli(spec, ["--results", str(given), "--out", str(out)]) == 2
+        (err,) = capsys.readouterr().err.strip().splitlines()
+        assert err.startswith(f"error: fig5a_time_to_accuracy: {said}; "), err
+        assert sorted(p.name for p in out.iterdir()) == ["fig5a_time_to_accuracy.png"]
+        assert (out / "fig5a_time_to_accuracy.png").read_bytes() == b"the figure drawn before"
+    write_run(results, "time_to_accuracy", "ddp", iterations=2)
+    (tmp_path / "a-file").write_text("kept")  # an --out that is a file
+    assert cli(spec, ["--results", str(results), "--out", str(tmp_path / "a-file")]) == 2
+    assert "is a file, not a directory" in capsys.readouterr().err and (tmp_path / "a-file").read_text() == "kept"
+    assert cli(spec, ["--results", str(results), "--out", str(out)]) == 0
+    assert not render(fig5a_time_to_accuracy.SPEC, results, out).placeholder
+
+
 def test_logs_without_data_for_a_figure_give_a_placeholder(tmp_path: Path) -> None:
     results, out = tmp_path / "results", tmp_path / "figures"
     write_run(results, "latency_breakdown", "ddp", iterations=2)  # the breakdown is of hsadmm runs only
