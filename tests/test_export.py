@@ -80,6 +80,16 @@ def test_the_cli_refuses_an_empty_layer_in_one_line(tmp_path: Path, capsys: pyte
     assert len(err) == 1 and "layer3.0.conv1.weight" in err[0] and not (run_dir / export.COMPACT_FILE).exists()
     assert export.main([str(tmp_path / "nowhere")]) == 2
     assert "not a run directory" in capsys.readouterr().err
+    # a finished run whose folder keeps no model (saved logs): said so, not "has not finished" (2026-12-08)
+    (run_dir / "final_model.pt").unlink()
+    assert export.main([str(run_dir)]) == 2
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert err.endswith(
+        "no final_model.pt; the run finished, but its folder keeps no model, as saved logs do: export it where it ran"
+    ), err
+    (run_dir / "DONE").unlink()
+    assert export.main([str(run_dir)]) == 2
+    assert capsys.readouterr().err.strip().endswith("no final_model.pt (the run has not finished)")
     # a device that is none, or a GPU this process cannot see: one line, before the run's model is loaded
     bad = ["gpu", "cuda:99"] + ([] if torch.cuda.is_available() else ["cuda"])
     for device in bad:

@@ -338,7 +338,12 @@ def load_run_model(
         raise ExportError(f"{run_dir}: not a run directory (config.json: {e})") from None
     weights = run_dir / "final_model.pt"
     if not weights.exists():
-        raise ExportError(f"{run_dir}: no final_model.pt (the run has not finished)")
+        why = (  # a finished run without its model: saved logs (saved-logs/) keep the tables only
+            "; the run finished, but its folder keeps no model, as saved logs do: export it where it ran"
+            if (run_dir / DONE).exists()
+            else " (the run has not finished)"
+        )
+        raise ExportError(f"{run_dir}: no final_model.pt{why}")
     if require_done and not (run_dir / DONE).exists():
         raise ExportError(f"{run_dir}: the run has not finished (no DONE); finish it first (run its command again)")
     verify_checksum(weights)
