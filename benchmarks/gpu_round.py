@@ -173,7 +173,7 @@ def _config(args: argparse.Namespace, results: Path, data: Path) -> RunConfig:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.gpu_round", description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--model", default="resnet152")
     parser.add_argument("--keep", type=float, default=0.5)

@@ -64,7 +64,7 @@ def final_accuracy(run_dir: Path) -> tuple[float, float, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.learning", description=__doc__.split("\n\n")[0])
     ap.add_argument("--methods", default=",".join(BUDGETS), help="comma-separated, from: " + ", ".join(BUDGETS))
     ap.add_argument("--results", default=None, help="keep the runs here (default: a temporary directory)")
     ap.add_argument("--data-root", default=None)

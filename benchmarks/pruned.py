@@ -417,7 +417,7 @@ def consensus_lines(df: pd.DataFrame, keeps: tuple[float, ...], scale: int, cons
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.pruned", description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--keeps", default=",".join(f"{k:g}" for k in KEEPS), help="channel keeps; 1 adds the control")
     ap.add_argument("--results", default=None, help="keep the runs here (default: a temporary directory)")

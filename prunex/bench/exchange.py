@@ -164,7 +164,7 @@ def measure(args: argparse.Namespace, results: str) -> list[tuple[str, float, fl
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m prunex.bench.exchange", description=__doc__.splitlines()[0])
     p.add_argument("--measure", action="store_true", help="run 2 x 2 processes here instead of the model")
     p.add_argument("--executor", choices=("local", "slurm"), default="local", help="--measure: where (docstring)")
     p.add_argument("--out", default=None, help="also write the table to this csv")

@@ -255,7 +255,7 @@ def _check(layers: Sequence[_Layer]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark and print the table; returns the exit code."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m prunex.bench.shrink", description=__doc__.splitlines()[0])
     parser.add_argument("--keep", type=float, default=0.5, help="keep rate of output and input channels")
     parser.add_argument("--repeats", type=int, default=15, help="timed runs per operation (median)")
     parser.add_argument("--device", default="auto", help="auto (cuda if available), cpu, cuda, cuda:1, ...")

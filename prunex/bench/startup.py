@@ -65,7 +65,7 @@ def measure(module: str, runs: int) -> dict[str, list[float]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m prunex.bench.startup", description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=8, help="fresh interpreters per variant (median and range)")
     parser.add_argument("--module", default="prunex.training.train", help="what each child imports")
     args = parser.parse_args(argv)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import re
 import shutil
 import subprocess
 import sys
@@ -468,6 +469,9 @@ def test_a_one_process_commands_bad_input_is_its_last_line_and_exit_2(
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert rc == 2 and err and message.format(**paths) in err[-1], err
     assert all(ln.startswith(("usage:", " ")) for ln in err[:-1]), err
+    # as the user typed it (2026-12-08: "usage: startup.py ...", "shrink.py: error: ..." for six of these)
+    said = [ln for ln in err if ln.startswith("usage:") or ": error:" in ln]
+    assert all(re.match(r"(usage: )?python -m (prunex|benchmarks)\.", ln) for ln in said), err
     assert {p: p.read_bytes() if p.is_file() else None for p in tmp_path.rglob("*")} == before, "something was written"
 
 
