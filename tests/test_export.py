@@ -348,6 +348,9 @@ def test_a_trained_run_is_relaunched_as_its_export_job_only(data_root: Path, tmp
     assert [j["tasks"] for j in jobs] == [1, 1], jobs
     log = "".join(p.read_text() for p in Path(jobs[1]["folder"]).glob(f"{jobs[1]['job_id']}_0_log.out"))
     assert "] export: " in log and "] inference:" in log, log[-2000:]
+    # each bench line a progress line of its own, which the launcher echoes (before, it showed "inference:" alone)
+    shown = [ln for ln in log.splitlines() if ln.startswith(f"[{run_dir.name}] inference: ")]
+    assert [b for b in ("batch 1:", "batch 4:") if any(b in ln for ln in shown)] == ["batch 1:", "batch 4:"], log
     assert (run_dir / "final_model.pt").read_bytes() == weights and not (run_dir / "checkpoints").exists()
     summary = json.loads((run_dir / export.EXPORT_JSON).read_text())
     assert summary["compact_params"] < summary["dense_params"], summary

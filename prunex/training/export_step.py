@@ -43,7 +43,8 @@ def export_and_bench(run_dir: Path, device: torch.device, budget_s: float, batch
     print(f"[{run_dir.name}] export: {summary(result)}", flush=True)
     dev = "auto" if device.type == "cuda" else "cpu"
     df = bench_run(run_dir, device=dev, budget_s=budget_s, batches=(1, batch), require_done=False)
-    print(f"[{run_dir.name}] inference:\n{describe(df)}", flush=True)
+    for line in describe(df).splitlines():  # each line its own "[run] ..." line: the launcher echoes those only
+        print(f"[{run_dir.name}] inference: {line}", flush=True)
 
 
 def export_device(config: RunConfig) -> torch.device:
