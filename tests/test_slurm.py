@@ -447,3 +447,17 @@ def test_every_run_of_a_job_array_gets_its_own_time_limit(real_slurm_env, capsys
             assert ex["timeout_min"] == row["export_estimate"]["time_limit_min"]
     keys = {c.name: submission_key(c, slurm, "f") for c in configs}
     assert keys["ptf-resnet18-keep0.5-s0"] != keys["ptf-resnet152-keep0.5-s0"]
+
+
+def test_a_pending_reason_is_named_only_where_the_queue_alone_does_not_clear_it() -> None:
+    """`prunex.cluster.jobs.stuck_reason`, which the launcher's note on a pending job reads (the note itself:
+    tests/minicluster/test_interrupt_minicluster.py)."""
+    from prunex.cluster.jobs import stuck_reason
+
+    cleared = ["Resources", "Priority", "Dependency", "None", "BeginTime", "AssocGrpCpuLimit", "QOSGrpNodeLimit", ""]
+    for waits in [*cleared, "QOSMaxCpuPerUserLimit", "MaxCpuPerAccount"]:  # also what the others' running jobs use
+        assert stuck_reason(waits) == "", waits
+    assert stuck_reason("PartitionNodeLimit").startswith("more nodes than its partition gives a job")
+    assert stuck_reason("PartitionTimeLimit") == "a longer time limit than its partition allows"
+    for per_job in ("QOSMaxWallDurationPerJobLimit", "AssocMaxNodesPerJobLimit", "QOSMaxCpuPerNode"):
+        assert stuck_reason(per_job) == "more than its account or QOS gives one job", per_job

@@ -62,7 +62,31 @@ SLURM_LIVE_STATES = {
     "POWER_UP_NODE",
     "PREEMPTED",  # requeued next, where the job asks for it (Checkpointable); else purged after MinJobAge
 }
+# Reasons a job pends for (slurm.schedmd.com/job_reason_codes.html) that the queue's progress does not clear: the
+# request exceeds what the partition, account or QOS gives one job, or names what does not exist. Most last until
+# the job is changed; some until an administrator changes a limit or brings nodes back, so the job is not cancelled.
+SLURM_STUCK_REASONS = {
+    "PartitionNodeLimit": "more nodes than its partition gives a job (or its nodes are down)",
+    "PartitionConfig": "what its partition cannot give (nodes, or CPUs, memory or GPUs per node)",
+    "PartitionTimeLimit": "a longer time limit than its partition allows",
+    "BadConstraints": "constraints no node satisfies",
+    "AccountNotAllowed": "an account its partition does not allow",
+    "InvalidAccount": "an account Slurm does not know",
+    "InvalidQOS": "a QOS Slurm does not know",
+}
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def stuck_reason(reason: str) -> str:
+    """What a pending job's squeue reason says, where the queue's progress alone does not clear it; "" otherwise
+    (Resources, Priority, Dependency, an aggregate limit of the group, none yet)."""
+    if reason in SLURM_STUCK_REASONS:
+        return SLURM_STUCK_REASONS[reason]
+    # a limit on one job (QOSMaxWallDurationPerJobLimit, AssocMaxNodesPerJobLimit, QOSMaxCpuPerNode...), not one on
+    # what a user's or an account's jobs use together (QOSMaxCpuPerUserLimit, AssocGrp*), which running jobs clear
+    if reason.startswith(("QOSMax", "AssocMax")) and ("PerJob" in reason or "PerNode" in reason):
+        return "more than its account or QOS gives one job"
+    return ""
 
 
 class SlurmUnavailable(RuntimeError):
@@ -264,14 +288,17 @@ def outside_job_env() -> Iterator[None]:
 
 
 # -- questions about a recorded job ----------------------------------------------------------------
-def slurm_states(job_ids: Iterable[str], attempts: int = 3, retry_s: float = 2.0) -> dict[str, str]:
+def slurm_states(
+    job_ids: Iterable[str], attempts: int = 3, retry_s: float = 2.0, reasons: dict[str, str] | None = None
+) -> dict[str, str]:
     """squeue's state of each job id it still lists (array elements one by one). A failing squeue
     is asked again (`attempts` times, `retry_s` apart: a busy controller, an expired credential);
-    then SlurmUnavailable. Unknown ids (long finished) are simply absent."""
+    then SlurmUnavailable. Unknown ids (long finished) are simply absent. `reasons`: filled with the
+    reason each pending job waits for (squeue's %r)."""
     ids = sorted(set(job_ids))
     if not ids:
         return {}
-    cmd = ["squeue", "-h", "-r", "-j", ",".join(ids), "-o", "%i|%T"]
+    cmd = ["squeue", "-h", "-r", "-j", ",".join(ids), "-o", "%i|%T|%r"]
     for attempt in range(attempts):
         try:
             res = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
@@ -281,23 +308,26 @@ def slurm_states(job_ids: Iterable[str], attempts: int = 3, retry_s: float = 2.0
             if res.returncode == 0:
                 break
             if "Invalid job id" in res.stderr:  # every id is unknown (long finished)
-                return {} if len(ids) == 1 else _slurm_states_one_by_one(ids)
+                return {} if len(ids) == 1 else _slurm_states_one_by_one(ids, reasons)
             error = f"squeue failed: {(res.stderr.strip().splitlines() or [f'exit code {res.returncode}'])[-1]}"
         if attempt + 1 == attempts:
             raise SlurmUnavailable(error)
         time.sleep(retry_s)
     out = {}
     for line in res.stdout.splitlines():
-        job, _, state = line.strip().partition("|")
+        job, _, rest = line.strip().partition("|")
+        state, _, reason = rest.partition("|")
         if job:
             out[job] = state.strip()
+            if reasons is not None and out[job] == "PENDING":
+                reasons[job] = reason.strip()
     return out
 
 
-def _slurm_states_one_by_one(ids: list[str]) -> dict[str, str]:
+def _slurm_states_one_by_one(ids: list[str], reasons: dict[str, str] | None) -> dict[str, str]:
     out: dict[str, str] = {}
     for i in ids:
-        out |= slurm_states([i])
+        out |= slurm_states([i], reasons=reasons)
     return out
 
 

@@ -488,6 +488,8 @@ def wait_all(
     failures: list[tuple[str, str]] = []
     tails = {id(e): _Tail(e.job, from_end=e.attached and len(entries) > 1) for e in pending}
     last_slurm, states, unavailable_since = float("-inf"), None, None
+    reasons: dict[str, str] = {}  # a pending Slurm job's id -> why it waits (squeue's %r)
+    told: set[tuple[str, str]] = set()  # (job id, reason) said once (`_say_if_stuck`)
     failed_since: dict[int, float] = {}  # id(entry) -> when a failed rank was first seen
     outcomes: dict[int, dict[int, str]] = {id(e): {} for e in pending}  # id(entry) -> result files read
     stopped: dict[int, list[int]] = {}  # id(entry) -> the failed ranks after which the job was ended
@@ -499,7 +501,9 @@ def wait_all(
             if refresh:
                 last_slurm = time.monotonic()
                 try:
-                    states = jobs.slurm_states(e.record.job_id for e in pending if e.record.executor == "slurm")
+                    reasons.clear()
+                    ids = (e.record.job_id for e in pending if e.record.executor == "slurm")
+                    states = jobs.slurm_states(ids, reasons=reasons)
                     unavailable_since = None
                 except jobs.SlurmUnavailable as err:  # keep waiting: result files still tell finished jobs
                     states = None
@@ -516,6 +520,7 @@ def wait_all(
                 if not done:
                     attempt = attempts.setdefault(id(e), _Attempt())
                     if e.record.executor == "slurm" and states is not None:
+                        _say_if_stuck(e, reasons.get(e.record.job_id, ""), told)
                         running = states.get(e.record.job_id) == "RUNNING"
                         if attempt.look(running):
                             outcomes[id(e)].clear()
@@ -560,6 +565,24 @@ def wait_all(
                 jobs.kill(e.record)
         raise
     return failures
+
+
+def _say_if_stuck(e: Submitted, reason: str, told: set[tuple[str, str]]) -> None:
+    """One note on stderr, once per job and reason, when its Slurm job pends for a reason the queue's progress does
+    not clear (`jobs.stuck_reason`: it asks for more nodes than its partition gives a job, ...): before, the
+    launcher waited in silence, for ever where nothing changes. The job is left queued (an administrator may
+    change the limit, or bring nodes back); Ctrl-C cancels it, as always."""
+    what = jobs.stuck_reason(reason)
+    if not what or (e.record.job_id, reason) in told:
+        return
+    told.add((e.record.job_id, reason))
+    job = e.record.job_id
+    print(
+        f"note: [{e.config.name}] Slurm job {job} pends with reason {reason}: it asks for {what}, and may never "
+        f"start (scontrol show job {job} shows the request); Ctrl-C cancels it, or scancel {job}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _export_after(e: Submitted, echo: bool) -> Submitted | None:

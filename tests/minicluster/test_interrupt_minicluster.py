@@ -159,3 +159,41 @@ def test_driver_killed_mid_experiment_and_restarted(minicluster, data_root, tmp_
         f"reattached to slurm job {job} (1 of 2 runs already done)",
         f"every run DONE; one job per run in jobs.jsonl ({', '.join(ids)}: one array); no file of the live run deleted",
     )
+
+
+def test_a_job_that_asks_for_more_than_its_partition_holds_is_named_while_it_pends(
+    minicluster, data_root, tmp_path, fault_report
+) -> None:
+    """Review (2026-12-08): `--nodes 3` on this 2-node partition (or `--cpus-per-task 64` on 2-CPU nodes) was accepted
+    by sbatch and pended for ever while the launcher waited in silence. It now says why, once per reason, within a
+    few of its polls; the job is left queued (a limit can change), and Ctrl-C cancels it as always."""
+    cmd = [sys.executable, "-m", "prunex.run", "--method", "ddp", "--executor", "slurm", "--device", "cpu"]
+    cmd += ["--nodes", "3", "--epochs", "1", "--train-subset", "64", "--time-min", "5", "--name", "toobig"]
+    cmd += ["--data-root", str(data_root), "--results", str(tmp_path / "results")]
+    out = tmp_path / "launcher.out"
+    t0 = time.monotonic()
+    proc = _launch(cmd, out)
+    try:
+        note = _wait_for(
+            lambda: next((ln for ln in _text(out).splitlines() if ln.startswith("note: [toobig] Slurm job ")), None),
+            "the note on the pending job",
+            timeout=120,
+            proc=proc,
+        )
+    except AssertionError:
+        proc.send_signal(signal.SIGINT)  # the launcher cancels its job: nothing left pending in the session cluster
+        proc.wait(timeout=CANCEL_BOUND_S + 60)
+        raise
+    noted_s = time.monotonic() - t0
+    job = note.split()[4]
+    assert " pends with reason Partition" in note and f"scancel {job}" in note, note
+    assert _live(job)  # left queued
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=CANCEL_BOUND_S + 60) == 130
+    assert not _live(job)
+    fault_report(
+        "a run of 3 nodes on a 2-node partition (Slurm accepts it, it pends), Ctrl-C after the note",
+        time.monotonic() - t0,
+        note,
+        f"the note {noted_s:.1f} s after the launch; job {job} cancelled at Ctrl-C; nothing trained",
+    )
