@@ -417,6 +417,10 @@ def main_job(argv: list[str], kids: Children) -> int:
             say("a Slurm cluster answers (sinfo): profile paper on it")
         else:
             profile = "regime"
+    if profile == "paper" and not executor:
+        # the paper profile's own executor (experiments/common.py), named here so that the preflight check below
+        # runs for `--profile paper` as for the profile chosen because sinfo answers (it was skipped, 2026-12-08)
+        executor = "slurm"
     results = results or f"results/{profile}"
     if os.path.exists(results) and not os.path.isdir(results):  # before the probe writes regime.json into it
         err(f"--results {results} is a file, not a directory; name a folder for the runs and figures")
@@ -501,8 +505,18 @@ def main_job(argv: list[str], kids: Children) -> int:
         kids.cluster_dir = None
     if rc:
         # figures only from complete, intended input: nothing is drawn after a failure or an interrupt
-        say(f"no figures drawn: the experiments ended with exit code {rc} (see above). The same command resumes")
-        say(f"(finished runs are skipped); to draw what exists: ./run_all.sh --figures-only --results {results}")
+        if rc == 2:  # a refusal, one line, before that step launched anything
+            say(
+                "no figures drawn: the experiments refused their input (the error above); fix it and run the same "
+                "command again"
+            )
+        else:
+            say(f"no figures drawn: the experiments ended with exit code {rc} (see above)")
+        if any(Path(results).glob("*/*/config.json")):  # runs to resume from and to draw
+            say(
+                "the same command resumes (finished runs are skipped); to draw what exists: "
+                f"./run_all.sh --figures-only --results {results}"
+            )
         return rc
     if profile == "regime" and non_empty(Path(results, "perfmodel", "collectives.parquet")):
         if not model_regime(results, kids):

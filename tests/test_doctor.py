@@ -225,3 +225,42 @@ def test_submit_driver_runs_the_preflight_check_before_queueing_the_driver(fake_
     assert "the preflight check failed" in p.stdout + p.stderr and "account" in p.stdout + p.stderr
     assert "of profile local (--only pareto)" in p.stdout, p.stdout  # the check is of the runs that would go out
     assert not (tmp_path / "sbatch.calls").exists()
+
+
+def test_the_paper_profile_named_on_the_command_line_runs_the_preflight_check_first(
+    fake_slurm, data_root, tmp_path
+) -> None:
+    """Review (2026-12-08): `./run_all.sh --profile paper` (the README's command on a cluster) skipped the preflight
+    check that the profile chosen because sinfo answers runs: it went on to the experiments' own refusal, or, with an
+    account, submitted without the check. Here the check (no account) stops it before anything is submitted."""
+    _script(fake_slurm, "sbatch", f'echo "$@" >> {tmp_path / "sbatch.calls"}\necho 77\n')
+    env = {**os.environ, "PRUNEX_DATA": str(data_root)}
+    argv = ["--profile", "paper", "--results", str(tmp_path / "r"), "--only", "pareto"]
+    p = subprocess.run(
+        [sys.executable, "-m", "experiments.run_all", *argv], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    out = p.stdout + p.stderr
+    assert p.returncode == 1, out
+    assert "preflight check before submitting to Slurm" in out and "the preflight check failed" in out, out
+    assert not (tmp_path / "sbatch.calls").exists()
+
+
+def test_run_all_after_the_experiments_refusal_says_to_fix_it_not_to_resume(tmp_path: Path, capfd) -> None:
+    """Review (2026-12-08): after experiments.all refused its input (exit code 2, nothing made), run_all said "The same
+    command resumes (finished runs are skipped); to draw what exists: ./run_all.sh --figures-only --results R", for a
+    results directory that did not exist. Here the results' folder is a file, which the dry run does not see."""
+    from experiments import run_all
+
+    afile = tmp_path / "afile"
+    afile.write_text("mine\n")
+    results = afile / "r"
+    assert (
+        run_all.main(["--profile", "local", "--executor", "local", "--results", str(results), "--only", "pareto"]) == 2
+    )
+    out, err = capfd.readouterr()
+    assert (
+        "not writable" in err
+        and "no figures drawn: the experiments refused their input (the error above); fix it" in out
+    )
+    assert "resumes" not in out and "--figures-only" not in out, out
+    assert afile.read_text() == "mine\n"
