@@ -122,7 +122,7 @@ def summary(table: pd.DataFrame) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="python -m analysis.compare_runs", description=__doc__.splitlines()[0])
     parser.add_argument("runs", type=Path, help="the runs made again (a results directory's runs/)")
     parser.add_argument("saved", type=Path, help="the runs to compare with (e.g. saved-logs/regime/runs)")
     parser.add_argument("--out", type=Path, help="write the table as CSV here")

@@ -118,6 +118,9 @@ def test_each_module_command_exists_and_takes_the_options_shown(module: str, sub
     if code != 0 and sub:  # the word was a positional argument (`prunex.pruning.export RUN`), not a subcommand
         code, text = _help(module, [])
     assert code == 0, f"python -m {module} {' '.join(sub)} --help: exit {code}\n{text[-1500:]}"
+    # named as the user types it, not as its file (2026-12-08: "usage: compare_runs.py", "usage: startup.py")
+    named = ("usage: python -m ", "usage: ./run_all.sh ")  # experiments.run_all: ./run_all.sh hands over to it
+    assert any(n in text for n in named), f"python -m {module} --help: {text.splitlines()[:1]}"
     missing = sorted(o for o in options if o not in text)
     assert not missing, f"python -m {module} {' '.join(sub)}: the pages pass {missing}, which its --help does not list"
 
