@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -110,12 +111,16 @@ def _project(args: argparse.Namespace) -> int:
     cluster = with_overrides(load_cluster(args.cluster), args.inter_beta_scale)
     opts = project_options(args)
     counts = comma_list(args.gpus, "--gpus", int)
+    if args.extend_to < 0:
+        raise ValueError(f"--extend-to must be >= 0 (0: no doubling), got {args.extend_to}")
     try:
         gpus = gpu_series(counts, args.extend_to)  # refuses counts below 1
     except ValueError as e:
         raise ValueError(f"--gpus {args.gpus!r}: {e}") from None
     methods = comma_list(args.methods, "--methods")
     per_sample = args.compute_s_per_sample
+    if per_sample is not None and not (0.0 < per_sample < math.inf):  # a projection was made of it (2026-12-08)
+        raise ValueError(f"--compute-s-per-sample must be a positive finite number of seconds, got {per_sample!r}")
     if args.compute_from_run:
         # forward, backward and step, as a cluster file's compute per sample: the run's logged compute less its
         # method's own work, which the projection adds back for each method (`measured.model_compute_per_sample`)

@@ -129,9 +129,12 @@ def project(
 
 
 def with_overrides(cluster: Cluster, inter_efficiency_scale: float | None = None) -> Cluster:
-    """The cluster with its inter-node beta scaled (for sensitivity studies)."""
-    if not inter_efficiency_scale:
+    """The cluster with its inter-node beta scaled (for sensitivity studies); None: as it is. A scale that is not a
+    positive finite number is refused (0 was taken as no scaling, 2026-12-08)."""
+    if inter_efficiency_scale is None:
         return cluster
+    if not (0.0 < inter_efficiency_scale < math.inf):
+        raise ValueError(f"--inter-beta-scale must be positive finite, got {inter_efficiency_scale!r}")
     net = cluster.network
     inter = replace(net.inter, beta=net.inter.beta * inter_efficiency_scale)
     return replace(cluster, network=replace(net, inter=inter))

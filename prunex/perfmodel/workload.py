@@ -199,6 +199,13 @@ class Options:
     prox_bytes_per_param: float = 24.0  # proximal term per local step: read p, anchor, grad; temp; write grad
     random_access_bytes: float = 64.0  # one scattered read-modify-write (two 32-byte sectors)
 
+    def __post_init__(self) -> None:
+        # shares of a run or of a pass: outside [0, 1] the projection was made all the same (2026-12-08)
+        for name in ("dynamic_fraction", "ddp_overlap", "backward_fraction"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and 0.0 <= value <= 1.0):  # NaN fails this too
+                raise ValueError(f"{name} must be a share in [0, 1], got {value!r}")
+
     @classmethod
     def from_config(cls, cfg: RunConfig, **model: Any) -> Options:
         """The options of a run (``model``: the model's own constants, e.g. ``ddp_overlap``)."""

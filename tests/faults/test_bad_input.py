@@ -440,6 +440,16 @@ REFUSALS = [
     # empty table); a value given twice made a row twice
     ("prunex.perfmodel.__main__", ["project", "--methods", ""], "--methods '': no value given"),
     ("prunex.perfmodel.__main__", ["project", "--gpus", "8,16,8", "--out", "{dir}"], "--gpus '8,16,8': 8 given"),
+    # 2026-12-08: each made a projection; --inter-beta-scale 0 was taken as no scaling at all
+    ("prunex.perfmodel.__main__", ["project", "--ddp-overlap", "2", "--out", "{dir}"], "ddp_overlap must be a share"),
+    ("prunex.perfmodel.__main__", ["project", "--dynamic-fraction", "-1", "--out", "{dir}"], "dynamic_fraction must"),
+    (
+        "prunex.perfmodel.__main__",
+        ["project", "--inter-beta-scale", "0", "--out", "{dir}"],
+        "--inter-beta-scale must be positive finite, got 0",
+    ),
+    ("prunex.perfmodel.__main__", ["project", "--compute-s-per-sample", "-1", "--out", "{dir}"], "positive finite"),
+    ("prunex.perfmodel.__main__", ["project", "--extend-to", "-1", "--out", "{dir}"], "--extend-to must be >= 0"),
     ("benchmarks.learning", ["--methods", "", "--results", "{dir}/r"], "--methods '': no value given"),
     ("benchmarks.learning", ["--methods", "ddp,ddp", "--results", "{dir}/r"], "ddp given more than once"),
     ("prunex.bench.collectives", ["--levels", ",", "--out", "{dir}/c/c.parquet"], "--levels ',': no value given"),
