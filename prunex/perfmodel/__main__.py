@@ -89,6 +89,27 @@ def _validate_iterations(args: argparse.Namespace) -> int:
     return 1 if args.strict and not bool(df["within"].all()) else 0
 
 
+def check_values(args: argparse.Namespace) -> None:
+    """The numbers the subcommands read, before anything is read or measured (2026-12-08: `--tolerance -1` judged
+    every prediction a miss and a NaN one too, `--min-nodes 0` and `--procs-per-node -1` failed on what they
+    selected, a negative loopback rate was fitted with)."""
+    tolerance = getattr(args, "tolerance", None)
+    if tolerance is not None and not (0.0 < tolerance < math.inf):
+        raise ValueError(f"--tolerance must be a positive finite relative error (0.15: 15%), got {tolerance!r}")
+    for option, value, low in (
+        ("--loopback-alpha-s", getattr(args, "loopback_alpha_s", None), 0.0),
+        ("--loopback-beta", getattr(args, "loopback_beta", None), None),
+    ):
+        if value is not None and not ((value >= low if low is not None else value > 0.0) and value < math.inf):
+            raise ValueError(f"{option} must be {'>= 0' if low is not None else 'positive'} and finite, got {value!r}")
+    if getattr(args, "min_nodes", 1) < 1:
+        raise ValueError(f"--min-nodes must be >= 1, got {args.min_nodes}")
+    procs = getattr(args, "procs_per_node", None)
+    least = 0 if args.cmd == "validate-iterations" else 1  # validate-iterations: 0 for any
+    if procs is not None and procs < least:
+        raise ValueError(f"--procs-per-node must be >= {least}, got {procs}")
+
+
 def project_options(args: argparse.Namespace) -> Options:
     """The projected runs' options: `Options.from_config` of the `RunConfig` the options describe, so
     what is left unset takes the run defaults (the dataset's batch size, the paper's ADMM settings; a
@@ -285,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     cs.add_argument("--out", required=True, help="the cluster JSON to write")
     args = p.parse_args(argv)
     try:
+        check_values(args)
         # before anything is measured or read: an output that could not be written at the end
         check_writable(args.out, "--out", folder=args.cmd in ("validate", "validate-iterations", "project"))
         return {

@@ -450,6 +450,31 @@ REFUSALS = [
     ),
     ("prunex.perfmodel.__main__", ["project", "--compute-s-per-sample", "-1", "--out", "{dir}"], "positive finite"),
     ("prunex.perfmodel.__main__", ["project", "--extend-to", "-1", "--out", "{dir}"], "--extend-to must be >= 0"),
+    (
+        "prunex.perfmodel.__main__",
+        ["validate-iterations", "--tolerance", "-1", "--results", "{dir}"],
+        "--tolerance must be a positive",
+    ),
+    (
+        "prunex.perfmodel.__main__",
+        ["validate", "--tolerance", "nan", "--results", "{dir}"],
+        "--tolerance must be a positive",
+    ),
+    (
+        "prunex.perfmodel.__main__",
+        ["validate-iterations", "--min-nodes", "0", "--results", "{dir}"],
+        "--min-nodes must be >= 1, got 0",
+    ),
+    (
+        "prunex.perfmodel.__main__",
+        ["validate-iterations", "--procs-per-node", "-1", "--results", "{dir}"],
+        "--procs-per-node must be >= 0",
+    ),
+    (
+        "prunex.perfmodel.__main__",
+        ["validate", "--loopback-alpha-s", "0", "--loopback-beta", "-5", "--results", "{dir}"],
+        "--loopback-beta",
+    ),
     ("benchmarks.learning", ["--methods", "", "--results", "{dir}/r"], "--methods '': no value given"),
     ("benchmarks.learning", ["--methods", "ddp,ddp", "--results", "{dir}/r"], "ddp given more than once"),
     ("prunex.bench.collectives", ["--levels", ",", "--out", "{dir}/c/c.parquet"], "--levels ',': no value given"),
