@@ -341,6 +341,9 @@ def main(argv: list[str] | None = None) -> int:
             return fail(f"--{name.replace('_', '-')} must be in (0, 1], got {v}")
     if args.threads is not None and args.threads < 1:
         return fail(f"--threads must be >= 1, got {args.threads}")
+    cores = len(os.sched_getaffinity(0))
+    if args.threads is not None and args.threads > cores:  # oversubscribed: timed the threads' contention (2026-12-08)
+        return fail(f"--threads {args.threads}: this process may use {cores} cores; give at most {cores}")
     if not args.budget_s > 0:
         return fail(f"--budget-s must be > 0, got {args.budget_s}")
     try:

@@ -480,6 +480,8 @@ REFUSALS = [
     ("prunex.bench.collectives", ["--levels", ",", "--out", "{dir}/c/c.parquet"], "--levels ',': no value given"),
     ("prunex.bench.collectives", ["--ops", "nosuch", "--out", "{dir}/c/c.parquet"], "unknown level/op ['nosuch']"),
     ("prunex.bench.inference", ["--model", "resnet20", "--out", "{dir}", "--batches", "1,1"], "1 given more than once"),
+    # 2026-12-08: timed 100000 threads' contention on the cores this process may use
+    ("prunex.bench.inference", ["--model", "resnet20", "--out", "{dir}", "--threads", "100000"], "--threads 100000: "),
 ]
 
 
