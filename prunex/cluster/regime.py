@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
 import multiprocessing as mp
 import os
 import statistics
@@ -381,6 +382,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.nodes < 1 or args.procs_per_node < 1 or args.iterations < 1 or args.batch_size < 1:
         return fail("--nodes, --procs-per-node, --iterations and --batch-size must be >= 1")
+    if not 0.0 < args.lr < math.inf:  # the probe's ranks failed on it, after the launch, with no cause (2026-12-08)
+        return fail(f"--lr must be a positive finite learning rate, got {args.lr!r}")
     if args.model not in MODEL_NAMES or args.dataset not in DATASET_NAMES:  # not a traceback of the probe's ranks
         return fail(
             f"--model {args.model} / --dataset {args.dataset}: known models {', '.join(MODEL_NAMES)}; "

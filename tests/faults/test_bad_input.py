@@ -435,6 +435,7 @@ REFUSALS = [
     ("prunex.cluster.regime", ["show", "{file}"], "{file} is not a regime file (JSONDecodeError"),
     ("prunex.cluster.regime", ["probe", "--out", "{file}/r.json"], "--out {file}/r.json: {file} is a file"),
     ("prunex.cluster.regime", ["probe", "--out", "{dir}/r.json", "--model", "nosuch"], "--model nosuch"),
+    ("prunex.cluster.regime", ["probe", "--out", "{dir}/r.json", "--lr", "-1"], "--lr must be a positive finite"),
     # 2026-12-07, comma-separated lists (`prunex.cluster.options.comma_list`): an empty one was a KeyError traceback
     # (perfmodel), or measured nothing and exited 0 (benchmarks.learning, prunex.bench.collectives, which wrote an
     # empty table); a value given twice made a row twice
