@@ -58,6 +58,7 @@ import pandas as pd
 
 from prunex.cluster.exits import refuse
 from prunex.cluster.launch import launch
+from prunex.cluster.options import check_link_options
 from prunex.cluster.preflight import check_outputs
 from prunex.training.config import ADMMConfig, ConfigError, DDPConfig, LinkConfig, PacTrainConfig, RunConfig, TopKConfig
 
@@ -93,7 +94,8 @@ def steps_per_epoch(cfg: RunConfig) -> tuple[int, int]:
 
 def plan(args: argparse.Namespace, results: str) -> list[BenchRun]:
     """The runs of the benchmark (one `RunConfig` per table row)."""
-    link = LinkConfig(model=args.link_model, alpha_s=args.inter_latency_s, bandwidth_gbit=args.inter_bw_gbit)
+    rates = {"alpha_s": args.inter_latency_s, "bandwidth_gbit": args.inter_bw_gbit}
+    link = LinkConfig(model=args.link_model, **{k: v for k, v in rates.items() if v is not None})
     common: dict[str, Any] = {
         "model": args.model,
         "dataset": args.dataset,
@@ -244,8 +246,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topk-ratio", type=float, default=0.01, help="paper sec. 5.1.4: 0.01")
     p.add_argument("--density", type=float, default=0.5, help="pactrain density")
     p.add_argument("--link-model", default="none", choices=["none", "alpha-beta"])
-    p.add_argument("--inter-latency-s", type=float, default=LinkConfig().alpha_s)
-    p.add_argument("--inter-bw-gbit", type=float, default=LinkConfig().bandwidth_gbit)
+    p.add_argument("--inter-latency-s", type=float, help=f"alpha-beta only (default {LinkConfig.alpha_s:g})")
+    p.add_argument("--inter-bw-gbit", type=float, help=f"alpha-beta only (default {LinkConfig.bandwidth_gbit:g})")
     p.add_argument("--results", default="", help="keep the runs here (default: a temporary directory)")
     return p
 
@@ -256,6 +258,12 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --iterations and --admm-iterations must be >= 1", file=sys.stderr)
         return 2
     try:
+        given = [
+            f
+            for f, v in (("--inter-latency-s", args.inter_latency_s), ("--inter-bw-gbit", args.inter_bw_gbit))
+            if v is not None
+        ]
+        check_link_options(args.link_model, given)
         check_outputs(args.results)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)

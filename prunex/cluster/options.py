@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from prunex.methods.registry import METHOD_NAMES, REGISTRY, readers
-from prunex.training.config import INTER_EXCHANGES, RHO_SCHEDULES, WIRE_DTYPES, ConfigError, RunConfig
+from prunex.training.config import INTER_EXCHANGES, RHO_SCHEDULES, WIRE_DTYPES, ConfigError, LinkConfig, RunConfig
 
 T = TypeVar("T")
 
@@ -201,9 +201,30 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
             f"which --method {method} does not read: its length is --iterations outer iterations of --local-epochs "
             "each, then --retrain-epochs; leave --epochs out"
         )
+    link = sections.get("link", {})
+    check_link_options(
+        link.get("model", LinkConfig.model),
+        [o.flag for o in options() if o.section == "link" and o.field != "model" and o.field in link],
+    )
     for section, values in sections.items():
         top[section] = nested[section](**values)
     return RunConfig(**top)
+
+
+LINK_WITHOUT_ALPHA_BETA = {
+    "none": "the links as they are",
+    "netns-tc": "the mini cluster's tc-shaped links: python -m prunex.minicluster shape --inter-bw RATE",
+}
+
+
+def check_link_options(model: str, given: Sequence[str]) -> None:
+    """`--inter-latency-s` and `--inter-bw-gbit` (`given`) are the alpha-beta link model's: with another `model` the
+    run went on the links as they are, and its config.json kept the rate it never had (2026-12-08)."""
+    if given and model != "alpha-beta":
+        raise ConfigError(
+            f"{' '.join(given)}: the alpha-beta link model's, which --link-model {model} does not read "
+            f"({LINK_WITHOUT_ALPHA_BETA.get(model, model)}); add --link-model alpha-beta, or leave them out"
+        )
 
 
 def epoch_methods() -> tuple[str, ...]:

@@ -251,7 +251,9 @@ REFUSED_BEFORE_LAUNCH = [
     ("--bucket-cap-mb inf", ["--bucket-cap-mb", "inf"], "bucket_cap_mb"),
     ("--rho-mu nan (hsadmm)", ["--method", "hsadmm", "--rho-mu", "nan"], "rho_mu"),
     ("--eps-abs -1 (hsadmm)", ["--method", "hsadmm", "--eps-abs", "-1"], "eps_abs"),
-    ("--inter-latency-s nan", ["--inter-latency-s", "nan"], "alpha_s"),
+    ("--inter-latency-s nan", ["--link-model", "alpha-beta", "--inter-latency-s", "nan"], "alpha_s"),
+    # 2026-12-08: trained on the links as they are, its config.json holding the 5 Gbit/s it never had
+    ("--inter-bw-gbit 5 (link model none)", ["--inter-bw-gbit", "5"], "which --link-model none does not read"),
     ("--layers 'nothing*' (hsadmm)", ["--method", "hsadmm", "--layers", "nothing*"], "matches no convolution"),
     ("--method ddp --filter-keep 0.5", ["--filter-keep", "0.5"], "which --method ddp does not read"),
     # 2026-12-07: trained hsadmm's default schedule (16 iterations on digits) where 3 epochs were asked for
@@ -430,6 +432,7 @@ REFUSALS = [
     ("prunex.bench.exchange", ["--measure", "--bucket-mb", "0"], "bucket size must be in (0,"),
     ("benchmarks.methods", ["--model", "nosuch"], "unknown model 'nosuch'"),
     ("benchmarks.methods", ["--nodes", "0"], "impossible topology: nodes=0"),
+    ("benchmarks.methods", ["--inter-bw-gbit", "5"], "--inter-bw-gbit: the alpha-beta link model's"),  # 2026-12-08
     ("benchmarks.gpu_round", ["--device", "cpu", "--keep", "0"], "channel_keep must be in (0, 1], got 0.0"),
     ("benchmarks.gpu_round", ["--device", "cuda:99"], "--device cuda:99: "),  # no GPU here, or too few
     ("prunex.cluster.regime", ["show", "{file}"], "{file} is not a regime file (JSONDecodeError"),
