@@ -294,6 +294,10 @@ class PruneFinetuneConfig:
             check_name(self.mask_from, "prune_finetune mask_from run name")
             if self.flops_from or self.flops_keep != 1.0:
                 raise ConfigError("prune_finetune: give mask_from or a FLOPs target (flops_from, flops_keep), not both")
+        if self.flops_from and self.flops_keep != 1.0:  # flops_from's fraction was pruned to, flops_keep ignored
+            raise ConfigError(
+                "prune_finetune: give one FLOPs target, flops_from (a run's exported fraction) or flops_keep"
+            )
         _check_keep("prune_finetune flops_keep", self.flops_keep)
 
 

@@ -252,6 +252,12 @@ REFUSED_BEFORE_LAUNCH = [
     ("--rho-mu nan (hsadmm)", ["--method", "hsadmm", "--rho-mu", "nan"], "rho_mu"),
     ("--eps-abs -1 (hsadmm)", ["--method", "hsadmm", "--eps-abs", "-1"], "eps_abs"),
     ("--inter-latency-s nan", ["--link-model", "alpha-beta", "--inter-latency-s", "nan"], "alpha_s"),
+    # 2026-12-08: pruned to the FLOPs of --flops-from's run; --flops-keep was ignored
+    (
+        "--flops-from RUN --flops-keep 0.3",
+        ["--method", "prune_finetune", "--flops-from", "start", "--flops-keep", "0.3"],
+        "give one FLOPs target",
+    ),
     # 2026-12-08: trained on the links as they are, its config.json holding the 5 Gbit/s it never had
     ("--inter-bw-gbit 5 (link model none)", ["--inter-bw-gbit", "5"], "which --link-model none does not read"),
     ("--layers 'nothing*' (hsadmm)", ["--method", "hsadmm", "--layers", "nothing*"], "matches no convolution"),
