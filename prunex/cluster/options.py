@@ -201,6 +201,11 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
             f"which --method {method} does not read: its length is --iterations outer iterations of --local-epochs "
             "each, then --retrain-epochs; leave --epochs out"
         )
+    bench = [f"--{k.replace('_', '-')}" for k in ("bench_budget_s", "bench_batch") if top.get(k) is not None]
+    if bench and not top.get("export"):  # the inference bench runs after an export only: ignored in silence before
+        raise ConfigError(
+            f"{' '.join(bench)}: the inference bench's, which runs with --export only; add --export, or leave them out"
+        )
     link = sections.get("link", {})
     check_link_options(
         link.get("model", LinkConfig.model),

@@ -252,6 +252,8 @@ REFUSED_BEFORE_LAUNCH = [
     ("--rho-mu nan (hsadmm)", ["--method", "hsadmm", "--rho-mu", "nan"], "rho_mu"),
     ("--eps-abs -1 (hsadmm)", ["--method", "hsadmm", "--eps-abs", "-1"], "eps_abs"),
     ("--inter-latency-s nan", ["--link-model", "alpha-beta", "--inter-latency-s", "nan"], "alpha_s"),
+    # 2026-12-08: trained without an export, so without the bench these options set
+    ("--bench-batch 8 without --export", ["--bench-batch", "8"], "runs with --export only"),
     # 2026-12-08: pruned to the FLOPs of --flops-from's run; --flops-keep was ignored
     (
         "--flops-from RUN --flops-keep 0.3",
