@@ -126,6 +126,13 @@ class MiniCluster:
         self.ctl_port: int | None = None
         if self.nodes < 1 or self.nodes > 200:
             raise MiniClusterError("--nodes must be between 1 and 200")
+        # 2026-12-08: --cpus-per-node 0 and --mem-per-node-mb 0 brought a cluster up (0 MB read as the default)
+        if self.cpus_per_node < 1:
+            raise MiniClusterError(f"--cpus-per-node must be >= 1, got {self.cpus_per_node}")
+        if mem_per_node_mb is not None and mem_per_node_mb < 1:
+            raise MiniClusterError(
+                f"--mem-per-node-mb must be >= 1 (or left out: the host's memory over the nodes), got {mem_per_node_mb}"
+            )
 
     # ---------------------------------------------------------------------------------- names/paths
     def node_name(self, i: int) -> str:

@@ -77,6 +77,20 @@ def test_parse_rate_and_time():
         cl.parse_rate("fast")
 
 
+def test_a_cluster_of_no_cpus_or_no_memory_is_refused_before_anything(tmp_path):
+    """Review (2026-12-08): `up --cpus-per-node 0` and `up --mem-per-node-mb 0` brought a cluster up, 0 MB read as
+    the default (the host's memory over the nodes). Refused in `MiniCluster()`, before anything is made."""
+    for kwargs, said in (
+        ({"cpus_per_node": 0}, "--cpus-per-node must be >= 1, got 0"),
+        ({"mem_per_node_mb": 0}, "--mem-per-node-mb must be >= 1"),
+        ({"nodes": 0}, "--nodes must be between 1 and 200"),
+    ):
+        with pytest.raises(cl.MiniClusterError, match=said):
+            cl.MiniCluster(tmp_path / "c", **kwargs)
+    assert not (tmp_path / "c").exists()
+    assert cl.MiniCluster(tmp_path / "c", cpus_per_node=1, mem_per_node_mb=512).mem_per_node_mb == 512
+
+
 def test_missing_tools_one_line(monkeypatch, capsys):
     real_which = host.shutil.which
     monkeypatch.setattr(
