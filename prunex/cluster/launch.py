@@ -572,11 +572,10 @@ def _say_if_stuck(e: Submitted, reason: str, told: set[tuple[str, str]]) -> None
     not clear (`jobs.stuck_reason`: it asks for more nodes than its partition gives a job, ...): before, the
     launcher waited in silence, for ever where nothing changes. The job is left queued (an administrator may
     change the limit, or bring nodes back); Ctrl-C cancels it, as always."""
-    what = jobs.stuck_reason(reason)
-    if not what or (e.record.job_id, reason) in told:
+    what, job = jobs.stuck_reason(reason), e.record.job_id
+    if not what or (job, reason) in told:
         return
-    told.add((e.record.job_id, reason))
-    job = e.record.job_id
+    told.add((job, reason))
     print(
         f"note: [{e.config.name}] Slurm job {job} pends with reason {reason}: it asks for {what}, and may never "
         f"start (scontrol show job {job} shows the request); Ctrl-C cancels it, or scancel {job}",

@@ -96,12 +96,11 @@ def check_values(args: argparse.Namespace) -> None:
     tolerance = getattr(args, "tolerance", None)
     if tolerance is not None and not (0.0 < tolerance < math.inf):
         raise ValueError(f"--tolerance must be a positive finite relative error (0.15: 15%), got {tolerance!r}")
-    for option, value, low in (
-        ("--loopback-alpha-s", getattr(args, "loopback_alpha_s", None), 0.0),
-        ("--loopback-beta", getattr(args, "loopback_beta", None), None),
-    ):
-        if value is not None and not ((value >= low if low is not None else value > 0.0) and value < math.inf):
-            raise ValueError(f"{option} must be {'>= 0' if low is not None else 'positive'} and finite, got {value!r}")
+    alpha, beta = getattr(args, "loopback_alpha_s", None), getattr(args, "loopback_beta", None)
+    if alpha is not None and not 0.0 <= alpha < math.inf:
+        raise ValueError(f"--loopback-alpha-s must be >= 0 and finite, got {alpha!r}")
+    if beta is not None and not 0.0 < beta < math.inf:
+        raise ValueError(f"--loopback-beta must be positive and finite, got {beta!r}")
     if getattr(args, "min_nodes", 1) < 1:
         raise ValueError(f"--min-nodes must be >= 1, got {args.min_nodes}")
     procs = getattr(args, "procs_per_node", None)
