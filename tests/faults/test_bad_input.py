@@ -416,11 +416,12 @@ def test_check_writable_follows_links_where_writing_would(tmp_path: Path) -> Non
 # The one-process commands' own bad input (benches, the performance model, the report), as a user types it. Each
 # was a traceback, a hang or a silent overwrite before (the thirty-third session's probes): `project --gpus 0`
 # doubled 0 for ever, `analysis.report --results TYPO` overwrote the report in `--out` with "no logs" verdicts.
+PERFMODEL = "prunex.perfmodel.__main__"  # the module `python -m prunex.perfmodel` runs
 REFUSALS = [
-    ("prunex.perfmodel.__main__", ["project", "--gpus", "0"], "--gpus '0': GPU counts must be >= 1"),
-    ("prunex.perfmodel.__main__", ["project", "--gpus", "8,x"], "--gpus '8,x': not a comma-separated list"),
-    ("prunex.perfmodel.__main__", ["project", "--out", "{file}/p"], "--out {file}/p: {file} is a file"),
-    ("prunex.perfmodel.__main__", ["loopback", "--out", "{link}/l.parquet"], "which does not exist"),
+    (PERFMODEL, ["project", "--gpus", "0"], "--gpus '0': GPU counts must be >= 1"),
+    (PERFMODEL, ["project", "--gpus", "8,x"], "--gpus '8,x': not a comma-separated list"),
+    (PERFMODEL, ["project", "--out", "{file}/p"], "--out {file}/p: {file} is a file"),
+    (PERFMODEL, ["loopback", "--out", "{link}/l.parquet"], "which does not exist"),
     ("prunex.bench.shrink", ["--keep", "0"], "--keep must be in (0, 1], got 0.0"),
     ("prunex.bench.shrink", ["--repeats", "0"], "--repeats must be >= 1, got 0"),
     ("prunex.bench.shrink", ["--device", "nosuch"], "--device 'nosuch' is not a device"),
@@ -450,40 +451,28 @@ REFUSALS = [
     # 2026-12-07, comma-separated lists (`prunex.cluster.options.comma_list`): an empty one was a KeyError traceback
     # (perfmodel), or measured nothing and exited 0 (benchmarks.learning, prunex.bench.collectives, which wrote an
     # empty table); a value given twice made a row twice
-    ("prunex.perfmodel.__main__", ["project", "--methods", ""], "--methods '': no value given"),
-    ("prunex.perfmodel.__main__", ["project", "--gpus", "8,16,8", "--out", "{dir}"], "--gpus '8,16,8': 8 given"),
+    (PERFMODEL, ["project", "--methods", ""], "--methods '': no value given"),
+    (PERFMODEL, ["project", "--gpus", "8,16,8", "--out", "{dir}"], "--gpus '8,16,8': 8 given"),
     # 2026-12-08: each made a projection; --inter-beta-scale 0 was taken as no scaling at all
-    ("prunex.perfmodel.__main__", ["project", "--ddp-overlap", "2", "--out", "{dir}"], "ddp_overlap must be a share"),
-    ("prunex.perfmodel.__main__", ["project", "--dynamic-fraction", "-1", "--out", "{dir}"], "dynamic_fraction must"),
+    (PERFMODEL, ["project", "--ddp-overlap", "2", "--out", "{dir}"], "ddp_overlap must be a share"),
+    (PERFMODEL, ["project", "--dynamic-fraction", "-1", "--out", "{dir}"], "dynamic_fraction must"),
     (
-        "prunex.perfmodel.__main__",
+        PERFMODEL,
         ["project", "--inter-beta-scale", "0", "--out", "{dir}"],
         "--inter-beta-scale must be positive finite, got 0",
     ),
-    ("prunex.perfmodel.__main__", ["project", "--compute-s-per-sample", "-1", "--out", "{dir}"], "positive finite"),
-    ("prunex.perfmodel.__main__", ["project", "--extend-to", "-1", "--out", "{dir}"], "--extend-to must be >= 0"),
+    (PERFMODEL, ["project", "--compute-s-per-sample", "-1", "--out", "{dir}"], "positive finite"),
+    (PERFMODEL, ["project", "--extend-to", "-1", "--out", "{dir}"], "--extend-to must be >= 0"),
+    (PERFMODEL, ["validate-iterations", "--tolerance", "-1", "--results", "{dir}"], "--tolerance must be a positive"),
+    (PERFMODEL, ["validate", "--tolerance", "nan", "--results", "{dir}"], "--tolerance must be a positive"),
+    (PERFMODEL, ["validate-iterations", "--min-nodes", "0", "--results", "{dir}"], "--min-nodes must be >= 1, got 0"),
     (
-        "prunex.perfmodel.__main__",
-        ["validate-iterations", "--tolerance", "-1", "--results", "{dir}"],
-        "--tolerance must be a positive",
-    ),
-    (
-        "prunex.perfmodel.__main__",
-        ["validate", "--tolerance", "nan", "--results", "{dir}"],
-        "--tolerance must be a positive",
-    ),
-    (
-        "prunex.perfmodel.__main__",
-        ["validate-iterations", "--min-nodes", "0", "--results", "{dir}"],
-        "--min-nodes must be >= 1, got 0",
-    ),
-    (
-        "prunex.perfmodel.__main__",
+        PERFMODEL,
         ["validate-iterations", "--procs-per-node", "-1", "--results", "{dir}"],
         "--procs-per-node must be >= 0",
     ),
     (
-        "prunex.perfmodel.__main__",
+        PERFMODEL,
         ["validate", "--loopback-alpha-s", "0", "--loopback-beta", "-5", "--results", "{dir}"],
         "--loopback-beta",
     ),
